@@ -370,3 +370,20 @@ def test_a_list_cell_is_refused_as_the_beir_loader_refuses_it(tmp_path, capsys):
                  "--out", str(tmp_path / "o"), "--test-share", "0"]) == 2
     assert "line 2, column 'text': must be a string or number, not an object or list" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_title_column_left_unread_is_warned_of(tmp_path, caplog):
+    """A table of id, title and text with no --passage-title-col: the text column is found by its default name, the
+    title has none, so every title was written "" and neither BM25 nor the encoder read them, without a word."""
+    (tmp_path / "p.csv").write_text("passage_id,Title,text\n1,Aspirin,lowers risk\n2,Statins,and cholesterol\n")
+    (tmp_path / "q.csv").write_text("query,passage_id\naspirin risk,1\n")
+    with caplog.at_level("WARNING"):
+        prepare_beir(tmp_path / "p.csv", tmp_path / "q.csv", tmp_path / "o", PrepareConfig(test_share=0))
+    said = [r.getMessage() for r in caplog.records if "is not read" in r.getMessage()]
+    assert len(said) == 1 and "its column 'Title' is not read" in said[0] and "--passage-title-col Title" in said[0]
+    assert load_beir(tmp_path / "o", "test").corpus.titles == ["", ""]  # read as asked: the warning changes nothing
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        prepare_beir(tmp_path / "p.csv", tmp_path / "q.csv", tmp_path / "o2", PrepareConfig(passage_title="Title",
+                                                                                             test_share=0))
+    assert not [r for r in caplog.records if "is not read" in r.getMessage()]

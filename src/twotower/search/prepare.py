@@ -32,6 +32,7 @@ from twotower.search.beir import Qrels, validation_split_by_group
 from twotower.search.id_cells import BRACKETS, expand_id_lists, looks_like_a_list
 from twotower.utils.atomic import atomic_dir
 from twotower.utils.folder_lock import writes_folder
+from twotower.utils.shell import shell_arg
 
 __all__ = ["prepare_beir", "is_prepared_beir", "MARKER"]
 
@@ -82,6 +83,19 @@ def _text(values: pd.Series, *, file: str | None = None, rows: Any = None) -> li
     return ["" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in cells]
 
 
+def _note_unread_title(df: pd.DataFrame, cols: PrepareConfig, label: str) -> None:
+    """A warning for a passages table with a title column left unread: the text column has a default name and the
+    title none (--passage-title-col), so a table of id, title and text was written with every title "" in silence,
+    and BM25 and the encoder never read the titles."""
+    if cols.passage_title is not None:
+        return
+    titles = [c for c in df.columns if str(c).strip().lower() == "title" and c not in (cols.passage_id, cols.passage_text)]
+    if titles:
+        log.warning("%s: its column %r is not read (no --passage-title-col), so the passages are indexed without their "
+                    "titles; pass --passage-title-col %s (PrepareConfig.passage_title) to read them (BEIR's corpus.jsonl keeps a title beside each "
+                    "text, and BM25 and the encoder read both)", label, titles[0], shell_arg(str(titles[0])))
+
+
 def _first_row(df: pd.DataFrame, column: str, value: str) -> int:
     return int(np.flatnonzero((df[column] == value).to_numpy())[0])
 
@@ -91,6 +105,7 @@ def _read_passages(path: str | os.PathLike[str], cols: PrepareConfig) -> tuple[l
     roles = ["passage id", "passage text"] + (["passage title"] if cols.passage_title else [])
     df, rows, label = _read(path, wanted, roles, ids=[cols.passage_id], encoding=cols.encoding,
                             one_row="passage (an id and a text)")
+    _note_unread_title(df, cols, label)
     dup = df[cols.passage_id].duplicated(keep="first").to_numpy()
     check_rows(dup, lambda pos: f"duplicate passage id {df[cols.passage_id].iloc[pos]!r} (first at {rows.unit} "
                f"{rows.number(_first_row(df, cols.passage_id, df[cols.passage_id].iloc[pos]))}); each passage needs "
