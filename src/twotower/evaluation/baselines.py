@@ -312,7 +312,7 @@ class EASE(_HistoryBaseline):
     Minimises ``‖X − XB‖²_F + λ‖B‖²_F`` subject to ``diag(B) = 0``; the scores
     of a history ``x[I]`` are ``x·B``. Memory and time grow with ``I²`` and
     ``I³`` (dense ``I×I``), which suits catalogues up to a few tens of
-    thousands of items. ``l2`` is λ; choose it on validation (:func:`tune_ease`).
+    thousands of items. ``l2`` is λ; choose it on validation (:func:`twotower.evaluation.tune_ease`).
     """
 
     name = "EASE"
