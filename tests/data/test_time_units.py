@@ -281,6 +281,18 @@ def test_iso_times_with_milliseconds_move_a_column_of_epoch_seconds_to_milliseco
     assert told["timestamp"].tolist()[2:] == [1_714_521_600, 1_714_521_600]
 
 
+def test_a_tenth_of_a_second_moved_to_milliseconds_is_not_said_to_be_floored(tmp_path, caplog):
+    # 891717742.7 s is 891717742700.0000477 ms in binary: written exactly as 891717742700, yet warned about as
+    # "1 timestamps ... floored to whole milliseconds" (with .5, exact in binary, nothing was said)
+    (tmp_path / "fr.csv").write_text("user_id,item_id,timestamp\nu,a,891717742.7\nu,b,1998-04-04T19:22:22.200Z\n"
+                                     "u,c,891717743\nu,d,891717744.0005\n")
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        df = read_interactions(tmp_path / "fr.csv")
+    assert df["timestamp"].tolist() == [891_717_742_700, 891_717_742_200, 891_717_743_000, 891_717_744_000]
+    # the half millisecond is floored, and said: only it
+    assert "1 timestamps in column 'timestamp' have a fractional part" in caplog.text
+
+
 def test_dates_floored_beside_numbers_that_cannot_move_are_warned_about(tmp_path, caplog):
     # epoch seconds of 1971 taken as milliseconds would read as seconds again (their size): they stay seconds, and
     # the dates' milliseconds are floored -- with a warning, not in silence

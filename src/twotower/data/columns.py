@@ -449,8 +449,7 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
         finer = finer_for_dates(out[is_num], unit, finest_unit(dt))
         if finer != unit:
             factor = convert(1, unit, finer)
-            # a float's fraction of a second carries ~1e-7 s: rounded first, 0.277 s is 277 ms, not 276.99999
-            fraction = np.round(lost[is_num] * factor, 6)
+            fraction = _whole_within_precision(lost[is_num] * factor, numeric[is_num], factor)
             out[is_num] = out[is_num] * factor + np.floor(fraction).astype(np.int64)
             lost[is_num] = fraction - np.floor(fraction)
             log.info("%s: times with sub-second parts are kept as %s, so events within a second keep their order "
@@ -488,6 +487,14 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
         if not is_num.any() and time_unit == "auto":
             return out, unit, lost if fractional else None
     return out, None, lost if fractional else None
+
+
+def _whole_within_precision(fraction: np.ndarray, numbers: np.ndarray, factor: int) -> np.ndarray:
+    """``fraction`` (a number's fraction of a unit, times ``factor``) with the values within the numbers' float
+    precision of a whole number made whole: 891717742.7 s is 891717742700.0000477 ms in binary, and rounded to six
+    decimals it was still "floored to whole milliseconds" in the warning, though written exactly as 891717742700."""
+    near = np.round(fraction)
+    return np.where(np.abs(fraction - near) <= np.spacing(np.abs(numbers)) * factor, near, fraction)
 
 
 def _read_dates(values: pd.Series, rest: np.ndarray, *, file: str, column: str, rows: RowNumbers) -> pd.Series:
