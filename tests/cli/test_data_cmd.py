@@ -329,3 +329,24 @@ def test_the_split_report_names_the_input_and_how_it_was_read_so_the_split_can_b
                  *(f"data.{k}={json.dumps(v)}" for k, v in given.items() if k not in ("path", "sha256"))]) == 0
     for name in ("train.csv", "valid.csv", "test.csv"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_rows_apart_by_a_fraction_of_a_second_stay_two_rows_when_the_split_is_read_again(tmp_path):
+    # README: rows whose times differ only in the fraction "are two events, not duplicates", and the first read
+    # kept both i4 clicks; the split files held the floored second (881250951 twice), so every later read of them
+    # (train --train, the run's data/*.csv read by evaluate) dropped one as an "exact duplicate"
+    from twotower.data import read_interactions
+
+    src = tmp_path / "d.csv"
+    src.write_text("user,item,stars,ts\nu1,i4,3,881250951.5\nu1,i4,3,881250951.7\nu1,i5,3,881250960\n"
+                   "u1,i6,3,881250961\n")
+    out = tmp_path / "d1"
+    assert main(["-q", "data", "split", "--input", str(src), "--out", str(out), "data.user_col=user",
+                 "data.item_col=item", "data.timestamp_col=ts", "data.rating_col=stars"]) == 0
+    written = pd.read_csv(out / "train.csv")
+    # kept as epoch milliseconds, the unit the fractions need, and the report says so
+    assert written["timestamp"].tolist() == [881_250_951_500, 881_250_951_700]
+    assert json.loads((out / "split_report.json").read_text())["time_unit"] == "ms"
+    again = read_interactions(out / "train.csv")
+    assert again["item_id"].tolist() == ["i4", "i4"] and again.attrs["report"]["duplicates_dropped"] == 0
+    assert again["timestamp"].tolist() == written["timestamp"].tolist()

@@ -101,7 +101,9 @@ def test_ragged_row_in_a_later_chunk_is_named_as_before(tmp_path, chunks, monkey
 def test_good_file_reads_the_same_in_chunks(tmp_path, chunks, monkeypatch, caplog, times):
     df = _frame().astype({"timestamp": float})
     df.loc[3, "rating"] = 0.0  # warned about, once
-    df.loc[7, "timestamp"] = 1.5e9 + 0.25  # a fraction: floored and warned about, once
+    # a fraction finer than a millisecond: floored and warned about, once (a quarter second was, until fractions of
+    # a second moved the column to milliseconds, which hold it without flooring)
+    df.loc[7, "timestamp"] = 1.5e9 + 0.2505
     if times != "numbers":
         dates = pd.to_datetime(df["timestamp"], unit="s").dt.strftime("%Y-%m-%dT%H:%M:%S").astype(object)
         df["timestamp"] = dates if times == "dates" else df["timestamp"].astype(object).where(df.index < 30, dates)

@@ -389,8 +389,9 @@ def _warn_yyyymmdd_times(times: np.ndarray, *, file: str, column: str) -> None:
 def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS,
                      time_unit: str = "auto", check_units: bool = True
                      ) -> tuple[np.ndarray, str | None, np.ndarray | None]:
-    """Epoch times as int64, the unit the column's dates were stored in when it holds dates alone and no unit
-    is set (None otherwise: numbers are kept as given, in their own unit), and what flooring took off each time
+    """Epoch times as int64, the unit the column was stored in when it is ours, not its numbers' (dates alone and
+    no unit set, or numbers moved to a finer unit for their own or the dates' sub-second parts; None otherwise:
+    numbers are kept as given, in their own unit), and what flooring took off each time
     (float64, 0 where nothing; None when no time was floored): rows whose times differ only there are distinct
     events, not duplicates.
 
@@ -440,20 +441,29 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
         dt = _read_dates(values, rest, file=file, column=column, rows=rows)
     lost = np.zeros(n, dtype=np.float64)
     lost[is_num] = numeric[is_num] - out[is_num]
-    # the numbers' unit, told from their median only where it is needed (not on a column of numbers alone)
-    unit = time_unit if time_unit != "auto" or dt is None else detect_unit(out[is_num])
-    if dt is not None and is_num.any() and time_unit == "auto":
+    # the numbers' unit, told from their median only where it is needed (not on whole numbers alone)
+    fractions = bool(lost.any())
+    unit = time_unit if time_unit != "auto" or (dt is None and not fractions) else detect_unit(out[is_num])
+    moved = None
+    if (dt is not None or fractions) and is_num.any() and time_unit == "auto":
         # dates with sub-second parts beside epoch seconds: the column moves to the unit the dates need, as a
         # column of such dates alone does (they were floored to seconds in silence, clicks within a second tied
-        # and put in item-id order); the numbers scaled exactly, their own fractions kept to the finer unit
-        finer = finer_for_dates(out[is_num], unit, finest_unit(dt))
+        # and put in item-id order); the numbers scaled exactly, their own fractions kept to the finer unit.
+        # Numbers with fractions of their unit move one unit finer alike: floored, the files written from them
+        # (the split, a run's data/*.csv) held 881250951 for .5 and .7, and each later read dropped a "duplicate"
+        needed = finest_unit(dt) if dt is not None else unit
+        if fractions:
+            needed = max(needed, _FINER.get(unit, unit), key=lambda u: convert(1, "s", u))
+        finer = finer_for_dates(out[is_num], unit, needed)
         if finer != unit:
+            moved = finer
             factor = convert(1, unit, finer)
             fraction = _whole_within_precision(lost[is_num] * factor, numeric[is_num], factor)
             out[is_num] = out[is_num] * factor + np.floor(fraction).astype(np.int64)
             lost[is_num] = fraction - np.floor(fraction)
             log.info("%s: times with sub-second parts are kept as %s, so events within a second keep their order "
-                     "(the epoch %s beside them scaled to it)", file, UNIT_NAMES[finer], UNIT_NAMES[unit].split()[-1])
+                     "(the epoch %s %s scaled to it)", file, UNIT_NAMES[finer], UNIT_NAMES[unit].split()[-1],
+                     "beside them" if dt is not None else "with fractions")
             unit = finer
     fractional = int((lost != 0).sum())
     if fractional:  # floored: events within one unit tie, and ties are ordered by item id
@@ -466,7 +476,7 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
         check_rows(~is_num, lambda pos: _missing_timestamp(rows.unit) if np.isnan(numeric[pos]) else
                    _bad_number("timestamp", values.iloc[pos]) + "; expected epoch seconds", file=file, column=column,
                    rows=rows)
-        return out, None, lost if fractional else None
+        return out, moved, lost if fractional else None
     if dt is not None:
         # dates beside numbers join them in the numbers' unit (moved above to the one the dates need): beside epoch
         # milliseconds a date read as seconds would sort decades earlier; a column of dates alone is epoch seconds,
@@ -486,7 +496,7 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
                             int((dates_lost != 0).sum()), column, UNIT_NAMES[unit].split()[-1])
         if not is_num.any() and time_unit == "auto":
             return out, unit, lost if fractional else None
-    return out, None, lost if fractional else None
+    return out, moved, lost if fractional else None
 
 
 def _whole_within_precision(fraction: np.ndarray, numbers: np.ndarray, factor: int) -> np.ndarray:
@@ -577,6 +587,10 @@ def unit_mix(value: Any, time: int, unit: str) -> str:
             f"column's numbers are {UNIT_NAMES[unit]} (told from their median size); mixed in one column, such rows "
             f"sort decades away from the others: convert them to {UNIT_NAMES[unit]}, or set "
             "data.time_unit=s|ms|us|ns to take every number in that unit")
+
+
+#: the next finer unit, where numbers with fractions of their own unit are kept
+_FINER = {"s": "ms", "ms": "us", "us": "ns"}
 
 
 def _floored_off(dates: pd.Series, unit: str) -> np.ndarray | None:

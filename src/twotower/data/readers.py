@@ -1576,7 +1576,7 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
         "timestamp_source": ts_source,
         "rating_source": rating_source,
     }
-    if dates_unit is not None:  # read from dates alone: align_date_units may move it to a finer unit
+    if dates_unit is not None:  # a unit of ours (dates, sub-second parts): align_date_units may move it finer
         report["dates_unit"] = dates_unit
     df.attrs["report"] = report
     log.info(
