@@ -80,3 +80,25 @@ def test_a_bad_value_in_a_file_of_the_runs_layout_is_named_after_one_read(custom
     # a file in the canonical layout is still read as such
     canonical = read_run_interactions(run, run.dir / "data" / "valid.csv")
     assert len(canonical) == len(df)
+
+
+def test_a_held_out_files_bad_rating_is_read_as_missing_and_warned_in_its_use(custom, tmp_path, caplog):
+    # evaluate --test stopped on a rating it never uses, advising data.rating_col=null, which evaluate refuses (the
+    # run's columns are fixed); a rating of -3 was said to "train as positives too" in a file that is held out
+    d, run = custom
+    df = pd.read_csv(d / "valid.csv", dtype={"uid": str, "iid": str})
+    df["rating"] = df["rating"].astype(object)
+    df.loc[5, "rating"], df.loc[6, "rating"], df.loc[7, "rating"] = float("nan"), "n/a", -3
+    repeat = df.iloc[[5]].assign(rating=2.0)  # repeats row 7 with a rating: counted as conflicting
+    same = df.iloc[[6]].assign(rating=float("nan"))  # repeats row 8, both unusable: an exact duplicate
+    pd.concat([df, repeat, same]).to_csv(tmp_path / "test.csv", index=False)
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        assert main(["-q", "evaluate", "--run", str(run.dir), "--test", str(tmp_path / "test.csv"),
+                     "--baselines", "popularity"]) == 0
+    read = read_run_interactions(run, tmp_path / "test.csv")
+    assert len(read) == len(df) and read["rating"].isna().sum() == 2
+    rep = read.attrs["report"]
+    assert (rep["duplicates_dropped"], rep["conflicting_duplicates_dropped"]) == (1, 1)
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "row 7" in said and "read as missing" in said and "held-out relevant pairs" in said
+    assert "train as positives" not in said and "data.rating_col" not in said

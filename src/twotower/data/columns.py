@@ -611,10 +611,13 @@ def _dates_unit(dates: pd.Series, time_unit: str, file: str) -> str:
     return unit
 
 
-def parse_ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS) -> np.ndarray:
+def parse_ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS,
+                  use: str | None = None) -> np.ndarray:
     values = values.reset_index(drop=True)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(numeric) | (np.abs(np.nan_to_num(numeric)) > _F32_MAX)
+    if bad.any() and use is not None:
+        return _unread_ratings(values, numeric, bad, file=file, column=column, rows=rows, use=use)
     if bad.any():  # looked into only then: no cost on a clean column
         # an empty or NaN rating read as "rating nan is not a finite number": say it is missing, how many rows
         # are, and that training does not need ratings at all (every row is a positive), so the column can go
@@ -627,6 +630,21 @@ def parse_ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers
                    file=file, column=column, rows=rows)
     check_rows(bad, lambda pos: _bad_rating(values.iloc[pos]), file=file, column=column, rows=rows)
     return numeric.astype(np.float32)
+
+
+def _unread_ratings(values: pd.Series, numeric: np.ndarray, bad: np.ndarray, *, file: str, column: str,
+                    rows: RowNumbers, use: str) -> np.ndarray:
+    """The ratings of a file read as ``use`` (held-out pairs, a history), its bad ones missing (NaN), with a warning.
+
+    Nothing reads a rating there, and `evaluate --test` stopped on one with advice it refuses ("set
+    data.rating_col=null": the run's columns are fixed when it is trained); a missing rating still tells a repeated
+    row apart from the first one (the conflicting-duplicates count).
+    """
+    pos = int(np.flatnonzero(bad)[0])
+    log.warning("%s: %d %s of column %r hold no usable rating (e.g. %s %d: %r), read as missing: the file is read "
+                "as %s, which does not use ratings", file, int(bad.sum()), counted(rows.unit)[:-1] + "(s)", column,
+                rows.unit, rows.number(pos), _plain(values.iloc[pos]), use)
+    return np.where(bad, np.nan, numeric).astype(np.float32)
 
 
 #: a number written with a decimal comma ("5,0", "-0,25"): Excel's in comma-decimal locales, beside ';' separators

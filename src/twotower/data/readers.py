@@ -941,17 +941,25 @@ def _canonical_ints(values: pd.Series) -> pd.Series:
     return values
 
 
-def _warn_nonpositive_ratings(label: str, column: str, rating: np.ndarray, rows: RowNumbers) -> None:
+def _warn_nonpositive_ratings(label: str, column: str, rating: np.ndarray, rows: RowNumbers,
+                              use: str | None = None) -> None:
     """A rating of 0 or less (a return as a negative quantity, a dislike, an order of 0) is read like any other,
-    and training counts every row as a positive: an e-commerce log's returns trained as purchases without a word."""
+    and training counts every row as a positive: an e-commerce log's returns trained as purchases without a word.
+    A file read as ``use`` (a run's held-out pairs, a history) is told what its rows count as there: "these train
+    as positives too" was said of a test file's rows, which are held out, not trained on."""
     low = rating <= 0
     if not low.any():
         return
     pos = int(np.flatnonzero(low)[0])
-    log.warning("%s: %d row(s) of column %r hold a rating of 0 or less (e.g. %s %d: %g); training counts every row "
-                "as a positive interaction and does not read ratings, so these train as positives too: drop them "
-                "first if they are not (returns, dislikes), or set data.rating_col=null to read no rating",
-                label, int(low.sum()), column, rows.unit, rows.number(pos), float(rating[pos]))
+    if use is None:
+        counts = ("training counts every row as a positive interaction and does not read ratings, so these train as "
+                  "positives too: drop them first if they are not (returns, dislikes), or set data.rating_col=null "
+                  "to read no rating")
+    else:
+        counts = (f"the file is read as {use}, which does not read ratings, so these count as the others do: drop "
+                  "them from the file first if they should not (returns, dislikes)")
+    log.warning("%s: %d row(s) of column %r hold a rating of 0 or less (e.g. %s %d: %g); %s",
+                label, int(low.sum()), column, rows.unit, rows.number(pos), float(rating[pos]), counts)
 
 
 def _warn_sorted_by_id(label: str, users: pd.Series, items: pd.Series) -> None:
@@ -1071,6 +1079,7 @@ def read_interactions(
     format: str = "auto",
     encoding: str = "utf-8",
     time_unit: str = "auto",
+    use: str | None = None,
 ) -> pd.DataFrame:
     """Read interactions into the canonical frame ``[user_id, item_id, timestamp, rating]``.
 
@@ -1089,6 +1098,10 @@ def read_interactions(
     ``encoding`` (``data.encoding``) decodes text files. ``time_unit`` (``data.time_unit``): ``auto`` keeps
     dates in the unit of the column's numbers (seconds without numbers); ``s``/``ms``/``us``/``ns`` puts them
     in that unit, the one the numbers are declared to be in.
+
+    ``use`` says what the file is read as where its ratings are not used (a trained run's held-out pairs or input
+    history, e.g. ``"held-out relevant pairs"``): a rating that is missing or not a number is then read as missing
+    (NaN) with a warning, not refused. None (training data, a split's input): such a rating is refused.
     """
     if not isinstance(columns, ColumnMap):
         raise ConfigError(f"columns must be a ColumnMap, got {type(columns).__name__}")
@@ -1101,7 +1114,7 @@ def read_interactions(
         if isinstance(source, pd.DataFrame):
             raise ConfigError("format='sasrec' reads a file; a DataFrame is already a table (use format='table')")
         return read_sasrec(source, name=name, encoding=encoding)
-    return _read_table_interactions(source, columns, name=name, encoding=encoding, time_unit=time_unit)
+    return _read_table_interactions(source, columns, name=name, encoding=encoding, time_unit=time_unit, use=use)
 
 
 #: an interactions file (CSV/TSV, Parquet, JSON lines) of more than this many bytes is read and checked CHUNK_ROWS
@@ -1421,7 +1434,7 @@ def _interaction_columns(raw: pd.DataFrame, columns: ColumnMap, label: str, text
 
 
 def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | None, encoding: str, time_unit: str,
-                             nrows: int | None = None) -> pd.DataFrame:
+                             nrows: int | None = None, use: str | None = None) -> pd.DataFrame:
     """:func:`read_interactions` of a table (``nrows``: its first that many rows).
 
     A CSV/TSV, Parquet or JSON lines file of more than :data:`HEAD_CHECK_BYTES` is read and checked
@@ -1471,7 +1484,7 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
         if optional["rating"] is not None:
             rating = raw[optional["rating"]].reset_index(drop=True)
             out["rating"] = _or_error(errors, lambda: parse_ratings(rating, file=label, column=optional["rating"],
-                                                                    rows=rows), rating) if chunked else rating
+                                                                    rows=rows, use=use), rating) if chunked else rating
         if errors and chunked:
             raise _first_bad_row(errors)
         found["start"] += len(raw)
@@ -1498,7 +1511,8 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
                                   None)
         if optional["rating"] is not None and not chunked:
             raw["rating"] = _or_error(errors, lambda: parse_ratings(raw["rating"], file=label,
-                                                                    column=optional["rating"], rows=rows), None)
+                                                                    column=optional["rating"], rows=rows, use=use),
+                                      None)
     finally:
         log.removeFilter(quiet)
     if errors:
@@ -1523,7 +1537,7 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
     if optional["rating"] is not None:
         rating = raw["rating"].to_numpy()
         rating_source = f"column {optional['rating']!r}"
-        _warn_nonpositive_ratings(label, optional["rating"], rating, rows)
+        _warn_nonpositive_ratings(label, optional["rating"], rating, rows, use)
     else:
         rating = np.ones(len(raw), dtype=np.float32)
         rating_source = "constant 1.0 (no rating column)"
@@ -1550,8 +1564,11 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
     # time, the first kept), but counted apart and warned about, since a rating the user gave is lost
     conflict = np.zeros(len(df), dtype=bool)
     if dup.any():  # the group-by is 6% of a 10M-row split: only where there is something to compare
-        kept_rating = exact.groupby(dup_key, sort=False)["rating"].transform("first").to_numpy()
-        conflict = dup & (df["rating"].to_numpy() != kept_rating)
+        # the first row's position, not its rating's "first": that skips a missing rating (a file read with ``use``)
+        kept = exact.assign(_pos=np.arange(len(df))).groupby(dup_key, sort=False)["_pos"].transform("first")
+        ratings = df["rating"].to_numpy()
+        kept_rating = ratings[kept.to_numpy()]
+        conflict = dup & (ratings != kept_rating) & ~(np.isnan(ratings) & np.isnan(kept_rating))
     n_conflict = int(conflict.sum())
     n_dup = int(dup.sum()) - n_conflict
     if n_conflict:

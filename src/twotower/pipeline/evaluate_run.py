@@ -253,7 +253,7 @@ def evaluate_run(
     if test_file is not None:
         if split != "test":
             raise ConfigError("a test file replaces the test split: use it with split='test' (--split test)")
-        df = read_run_interactions(run, test_file)
+        df = read_run_interactions(run, test_file, use="held-out relevant pairs")
         enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=str(test_file),
                                      rows_read=_rows_read(df))
         m.test = to_csr(enc)

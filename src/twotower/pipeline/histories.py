@@ -45,6 +45,9 @@ __all__ = ["HistoryBaselineScorer", "HistoryScorer", "InputHistories", "exclude_
 
 log = logging.getLogger(__name__)
 
+#: what a --history-from file is read as, in the warnings about its ratings (which it does not use)
+HISTORY_USE = "input histories"
+
 
 @dataclass(frozen=True)
 class InputHistories:
@@ -120,9 +123,9 @@ def read_input_histories(run: Any, files: Source | Iterable[Source]) -> InputHis
     declared = cfg.data.time_unit if cfg is not None else "auto"  # data.time_unit of the run: no guess
     for src, label in zip(sources, files):
         if isinstance(src, pd.DataFrame):
-            df = read_run_interactions(run, src, name=label)  # the same columns and checks as a file
+            df = read_run_interactions(run, src, name=label, use=HISTORY_USE)  # the same columns and checks as a file
         else:
-            df = read_run_interactions(run, label)
+            df = read_run_interactions(run, label, use=HISTORY_USE)
         parts.append(df)
     # files read from dates, some with milliseconds and some without, onto one scale before their units are compared
     frames, parts = align_date_units(parts), []

@@ -398,7 +398,7 @@ def exclusions_from_files(run: TrainedRun, files: Iterable[str | Path], *, inclu
         rows.append(np.repeat(np.arange(U, dtype=np.int64), lengths))
         cols.append(run.history.items)
     for f in files:
-        df = read_run_interactions(run, f)
+        df = read_run_interactions(run, f, use="pairs to exclude from the recommendations")
         u = run.user_vocab.encode(df["user_id"].to_numpy())
         i = run.item_vocab.encode(df["item_id"].to_numpy())
         keep = (u >= 0) & (i >= 0)

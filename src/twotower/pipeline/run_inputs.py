@@ -47,10 +47,14 @@ def run_file_encoding(run: Any, source: Any) -> str:
     return cfg.data.encoding
 
 
-def read_run_interactions(run: Any, source: str | Path | pd.DataFrame, *, name: str | None = None) -> pd.DataFrame:
+def read_run_interactions(run: Any, source: str | Path | pd.DataFrame, *, name: str | None = None,
+                          use: str = "interactions given to a trained run") -> pd.DataFrame:
     """``read_interactions`` of ``source`` with ``run``'s columns and format, falling back to the canonical layout.
 
-    ``source`` may be a DataFrame with the columns a file would have (``name`` labels it in errors).
+    ``source`` may be a DataFrame with the columns a file would have (``name`` labels it in errors). ``use`` says
+    what the file is read as (``"held-out relevant pairs"``), in the warnings about its ratings: they are not used
+    here, so a missing or non-numeric one is read as missing, not refused with a fix ("set data.rating_col=null")
+    that a trained run does not take.
 
     A file readable neither way gets the error of the run's own settings; when a
     column is missing, its fix names the columns the run expects (overrides are
@@ -63,7 +67,8 @@ def read_run_interactions(run: Any, source: str | Path | pd.DataFrame, *, name: 
     if isinstance(source, pd.DataFrame) and fmt == "sasrec":
         fmt = "table"  # a frame is a table already: its columns are the run's (or the canonical) ones
     try:
-        return read_interactions(source, columns, name=name, format=fmt, encoding=encoding, time_unit=time_unit)
+        return read_interactions(source, columns, name=name, format=fmt, encoding=encoding, time_unit=time_unit,
+                                 use=use)
     except DataError as e:
         first = e
     # a bad value in a data row (past line 1): the file is in the run's layout, and read again canonically it would
@@ -71,7 +76,7 @@ def read_run_interactions(run: Any, source: str | Path | pd.DataFrame, *, name: 
     past_header = first.row is not None and first.row > 1
     if (columns, fmt) != (ColumnMap(), "auto") and not past_header:
         try:
-            return read_interactions(source, name=name, encoding=encoding, time_unit=time_unit)
+            return read_interactions(source, name=name, encoding=encoding, time_unit=time_unit, use=use)
         except DataError:
             pass
     if first.column not in (columns.user, columns.item, columns.timestamp, columns.rating) or "not found" not in first.message:
