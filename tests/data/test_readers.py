@@ -148,6 +148,19 @@ def test_bad_rating_names_row(tmp_path):
     assert e.value.row == 2 and e.value.column == "rating"
 
 
+@pytest.mark.parametrize("value", ["true", "false"])
+def test_a_json_boolean_rating_is_refused_as_a_csvs_is(tmp_path, value):
+    # a JSON lines file's `"watch_frac": true` was read as 1.0 (false as 0) and written into the split without a
+    # word, while a CSV's `true` is refused as no number: both name the line and column
+    p = write(tmp_path / "i.jsonl", '{"user_id": "u", "item_id": "a", "rating": 0.5}\n'
+                                    f'{{"user_id": "u", "item_id": "b", "rating": {value}}}\n')
+    with pytest.raises(DataError, match=rf"line 2, column 'rating': rating {value} is true or false, not a number"):
+        read_interactions(p)
+    csv = write(tmp_path / "i.csv", f"user_id,item_id,rating\nu,a,0.5\nu,b,{value}\n")
+    with pytest.raises(DataError, match=r"row 3, column 'rating'"):
+        read_interactions(csv)
+
+
 def test_exact_duplicates_dropped_and_counted(tmp_path):
     p = write(tmp_path / "i.csv", "user_id,item_id,timestamp\nu,a,1\nu,a,1\nu,a,2\nu,a,1\n")
     df = read_interactions(p)

@@ -615,7 +615,7 @@ def parse_ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers
                   use: str | None = None) -> np.ndarray:
     values = values.reset_index(drop=True)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(numeric) | (np.abs(np.nan_to_num(numeric)) > _F32_MAX)
+    bad = ~np.isfinite(numeric) | (np.abs(np.nan_to_num(numeric)) > _F32_MAX) | _booleans(values)
     if bad.any() and use is not None:
         return _unread_ratings(values, numeric, bad, file=file, column=column, rows=rows, use=use)
     if bad.any():  # looked into only then: no cost on a clean column
@@ -664,9 +664,21 @@ def decimal_comma_advice(value: Any) -> str | None:
             "';', tab or '|') is taken from the header, but the decimal mark is always '.'")
 
 
+def _booleans(values: pd.Series) -> np.ndarray:
+    """Where ``values`` hold true/false (a JSON file's ``true``): to_numeric reads them as 1 and 0 without a word,
+    while a CSV's ``true`` is text, refused as no number; they are refused alike."""
+    if pd.api.types.is_bool_dtype(values.dtype):  # bool, and pandas' nullable boolean
+        return np.ones(len(values), dtype=bool)
+    if values.dtype != object:
+        return np.zeros(len(values), dtype=bool)
+    return values.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(bool)
+
+
 def _bad_rating(value: Any) -> str:
     """Why a rating is refused: a decimal comma read as "'5,0' is not a finite number (float32 range)", as if
     the number were too large, while the file's only fault is its decimal mark."""
+    if isinstance(value, (bool, np.bool_)):
+        return f"rating {str(value).lower()} is true or false, not a number; write the rating as a number"
     advice = decimal_comma_advice(value)
     if advice is not None:
         return (f"rating {value!r} is not a number: {advice}; "
