@@ -57,8 +57,12 @@ def _split_reading(args: argparse.Namespace):
         if key not in SPLIT_OVERRIDES:
             # a misspelt name gets the nearest one taken here, as `train` and the flags get theirs: data.user_cl
             # was only listed beside the seven names, none pointed out. A real setting (train.epochs) gets none.
-            near = None if key in _setting_keys(RunConfig) else _closest(key, list(SPLIT_OVERRIDES))
-            raise ConfigError(f"data split: {key} cannot be set here; it takes {', '.join(SPLIT_OVERRIDES)} "
+            known = key in _setting_keys(RunConfig)
+            near = None if known else _closest(key, list(SPLIT_OVERRIDES))
+            # a name no command takes (data.weight_col) is unknown, as `train` calls it: "cannot be set here" sent
+            # the user looking for the command that takes it
+            what = f"{key} cannot be set here" if known else f"unknown setting {key!r}"
+            raise ConfigError(f"data split: {what}; it takes {', '.join(SPLIT_OVERRIDES)} "
                               "(the split has its own flags: --method, --ratios, --n, --valid-start, --test-start, "
                               "--seed)" + (f"; did you mean {near}?" if near else ""))
     data = load_config(None, overrides, overrides_label="command line").data
