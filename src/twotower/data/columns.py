@@ -615,7 +615,7 @@ def parse_ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers
                   use: str | None = None) -> np.ndarray:
     values = values.reset_index(drop=True)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(numeric) | (np.abs(np.nan_to_num(numeric)) > _F32_MAX) | _booleans(values)
+    bad = ~np.isfinite(numeric) | (np.abs(np.nan_to_num(numeric)) > _F32_MAX) | _booleans(values, numeric)
     if bad.any() and use is not None:
         return _unread_ratings(values, numeric, bad, file=file, column=column, rows=rows, use=use)
     if bad.any():  # looked into only then: no cost on a clean column
@@ -664,14 +664,18 @@ def decimal_comma_advice(value: Any) -> str | None:
             "';', tab or '|') is taken from the header, but the decimal mark is always '.'")
 
 
-def _booleans(values: pd.Series) -> np.ndarray:
+def _booleans(values: pd.Series, numeric: np.ndarray) -> np.ndarray:
     """Where ``values`` hold true/false (a JSON file's ``true``): to_numeric reads them as 1 and 0 without a word,
-    while a CSV's ``true`` is text, refused as no number; they are refused alike."""
+    while a CSV's ``true`` is text, refused as no number; they are refused alike. Only the cells read as 0 or 1
+    (``numeric``) are looked at: a CSV's ratings are text, and a look at each of millions of cells cost seconds."""
     if pd.api.types.is_bool_dtype(values.dtype):  # bool, and pandas' nullable boolean
         return np.ones(len(values), dtype=bool)
+    out = np.zeros(len(values), dtype=bool)
     if values.dtype != object:
-        return np.zeros(len(values), dtype=bool)
-    return values.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(bool)
+        return out
+    maybe = np.flatnonzero((numeric == 0) | (numeric == 1))
+    out[maybe] = [isinstance(v, (bool, np.bool_)) for v in values.to_numpy()[maybe]]
+    return out
 
 
 def _bad_rating(value: Any) -> str:
