@@ -1,6 +1,8 @@
 """Under torchrun, rank 0 logs for all: the other ranks read the same data and would repeat every line."""
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
@@ -45,6 +47,23 @@ def test_an_error_names_the_rank_that_failed(tmp_path):
     assert alone.startswith("error: ") and "missing.csv" in alone
     assert rank0 == alone
     assert rank1 == "[rank 1] " + alone
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["train", "--seed", "5"], "twotower train: error: unrecognized arguments: --seed"),  # argparse's own refusal
+    (["explain", "--top", "1.5"], "error: --top: must be an integer, got '1.5'"),  # a number flag's value, one line
+])
+def test_a_command_line_refused_on_a_rank_names_the_rank(monkeypatch, capsys, argv, said):
+    """A wrapper giving one node other flags: argparse's refusal on rank 1 printed "twotower train: error: ..."
+    untagged, read as rank 0's (docs/distributed.md promises "[rank 1] error: ..." for a rank that fails alone)."""
+    from twotower.cli.main import main
+
+    for rank, tag in (("1", "[rank 1] "), ("0", "")):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert any(line.startswith(tag + said) for line in err.splitlines()), err
 
 
 GLOO_PEER_GONE = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "

@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import sys
-from typing import Callable
+from typing import Callable, NoReturn
 
 from twotower.cli.stopping import interrupt_status, stopped_by, terminate_as_interrupt  # the standard library alone
 
@@ -39,6 +39,15 @@ class _Parser(argparse.ArgumentParser):
             if close is None:
                 raise
             raise argparse.ArgumentError(action, f"{e.message}; did you mean {close!r}?") from None
+
+    def error(self, message: str) -> NoReturn:
+        # under torchrun every rank parses its own command line, and a rank > 0 given other flags (a wrapper adding
+        # them on one node) printed argparse's "twotower train: error: ..." untagged, read as rank 0's
+        rank = _torchrun_rank()
+        if not rank:
+            super().error(message)
+        self.print_usage(sys.stderr)
+        self.exit(2, f"[rank {rank}] {self.prog}: error: {message}\n")
 
     #: the full flag names of the CLI's other commands that this command lacks -> those commands, nearest first
     #: (:func:`_mark_foreign_flags` sets it on every command that takes no subcommand)
@@ -607,7 +616,8 @@ def _main(argv: list[str] | None) -> int:
     except SystemExit as e:  # argparse: usage + one "error:" line (code 2), or --help (code 0)
         return e.code if isinstance(e.code, int) else 2
     except ConfigError as e:  # a number flag's value that is no number (_Parser._get_value): one line, status 2
-        print(f"error: {e}", file=sys.stderr)
+        rank = _torchrun_rank()
+        print(f"[rank {rank}] error: {e}" if rank else f"error: {e}", file=sys.stderr)
         return 2
     rank = _torchrun_rank()
     # under torchrun each rank prints its own error, and a rank > 0 may fail alone (its node lacks the data):
