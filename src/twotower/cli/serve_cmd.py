@@ -315,6 +315,9 @@ def _load_and_serve(args: argparse.Namespace, settings: Any, rerank: Any, socket
         # the server dies by the signal (143 in a shell, a clean stop for systemd) as with --workers, not by the
         # CLI's Terminated, which exits 143 (a failure to systemd)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    from twotower.serving.settings import SWITCH_INTERVAL_S
+
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # /healthz waited for the lock behind a big batch (settings.py)
     with _ctrl_c_noted() as ctrl_c:
         _serve_on(app, settings.host, settings.port, args.log_level, sockets)
     if ctrl_c:

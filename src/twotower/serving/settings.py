@@ -78,6 +78,14 @@ INT64_MAX = _INT64_MAX
 #: the time settings' bounds: more than 0, at most this many (seconds; max_wait_ms: milliseconds)
 TIME_BOUNDS = {"time_budget_s": 3600, "body_timeout_s": 3600, "max_wait_ms": 3_600_000}
 
+#: Python's thread switch interval in a serving process (``sys.setswitchinterval``; Python's default is 5 ms). The
+#: event loop answers /healthz on its own thread while requests compute on worker threads, and every hand-over of the
+#: interpreter lock to it waited up to the interval: behind a 256-batch of k=1000 explained answers (54 MB) /healthz
+#: took up to 409-431 ms at 5 ms, 65 ms at 0.5 ms, the batch itself no slower (1.45 s against 1.45-1.57 s), and a
+#: batch whose client hung up stopped 0.02 s after, not 1.05-1.11 s (`python bench/bounded_work.py`). Set by `twotower serve` in its own process and in each worker, never by
+#: create_app (a Python caller's process keeps its own).
+SWITCH_INTERVAL_S = 0.0005
+
 
 @dataclass(frozen=True, kw_only=True)
 class ServiceSettings:

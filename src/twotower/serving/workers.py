@@ -274,6 +274,9 @@ def worker_app() -> "FastAPI":
     from twotower.serving.app import create_app
     from twotower.serving.settings import ServiceSettings
 
+    from twotower.serving.settings import SWITCH_INTERVAL_S
+
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # as `serve` sets it in its own process (settings.py)
     path = os.environ.get(SPEC_ENV)
     exit_with_parent(shared=_own_shared_dir(path))
     if not path:
