@@ -55,6 +55,16 @@ def write_dataset(directory: Path, **kw: int) -> dict[str, Path]:
     return paths
 
 
+def write_dataset_with_cold_items(directory: Path, cold: list[str], **kw: int) -> dict[str, Path]:
+    """:func:`write_dataset` with the ``cold`` items' train and valid rows removed: held-out items that no training
+    row names (in the vocabulary by the item table), what `evaluate --segments cold-items` sets apart."""
+    paths = write_dataset(directory, **kw)
+    for part in ("train", "valid"):
+        df = pd.read_csv(paths[part])
+        df[~df["item_id"].isin(cold)].to_csv(paths[part], index=False)
+    return paths
+
+
 #: small towers for the leave-one-out tests (tests/pipeline/test_history_from.py, tests/serving/test_serve_history_from.py)
 LOO_FAST = ["train.batch_size=32", "model.user.hidden=[32]", "model.item.hidden=[32]", "model.user.out_dim=16",
             "model.item.out_dim=16", "model.user.history_len=6", "model.user.history_dim=16", "--no-progress"]

@@ -12,7 +12,7 @@ import re
 import pandas as pd
 import pytest
 
-from tests.synthetic import write_dataset
+from tests.synthetic import write_dataset_with_cold_items
 from twotower.cli.main import main
 
 FAST = ["train.batch_size=32", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=8",
@@ -24,10 +24,7 @@ COLD = ["i0", "i11", "i12"]  # items in no train or valid row (in the vocabulary
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("eval-json-counts")
-    paths = write_dataset(d / "data", n_users=30, n_items=24, per_user=10)
-    for part in ("train", "valid"):
-        df = pd.read_csv(paths[part])
-        df[~df["item_id"].isin(COLD)].to_csv(paths[part], index=False)
+    paths = write_dataset_with_cold_items(d / "data", COLD, n_users=30, n_items=24, per_user=10)
     out = d / "run"
     assert main(["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test",
                  str(paths["test"]), "--items", str(paths["items"]), "--out", str(out), "--epochs", "1", *FAST]) == 0

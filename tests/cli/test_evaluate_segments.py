@@ -10,7 +10,7 @@ import json
 import pandas as pd
 import pytest
 
-from tests.synthetic import write_dataset
+from tests.synthetic import write_dataset_with_cold_items
 from twotower.cli.main import main
 
 FAST = ["train.batch_size=32", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=8",
@@ -22,10 +22,7 @@ COLD = ["i0", "i11", "i12"]  # held-out items whose train and valid rows are rem
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("eval-segments")
-    paths = write_dataset(d / "data", n_users=30, n_items=24, per_user=10)
-    for part in ("train", "valid"):
-        df = pd.read_csv(paths[part])
-        df[~df["item_id"].isin(COLD)].to_csv(paths[part], index=False)
+    paths = write_dataset_with_cold_items(d / "data", COLD, n_users=30, n_items=24, per_user=10)
     test = pd.read_csv(paths["test"])
     test[test["item_id"].isin(COLD)].to_csv(d / "cold.csv", index=False)
     test[~test["item_id"].isin(COLD)].to_csv(d / "warm.csv", index=False)
@@ -96,10 +93,7 @@ def test_bad_segments_refused(run_dir, capsys, value, message):
 def test_cold_pairs_dropped_for_a_run_without_an_item_table_are_named(tmp_path, capsys, caplog):
     """A run trained without --items has no row for an item without training rows: its cold test pairs are dropped
     as unknown, and "none of the pairs has a item with no row" read as if the split held no cold items."""
-    paths = write_dataset(tmp_path / "data", n_users=30, n_items=24, per_user=10)
-    for part in ("train", "valid"):
-        df = pd.read_csv(paths[part])
-        df[~df["item_id"].isin(COLD)].to_csv(paths[part], index=False)
+    paths = write_dataset_with_cold_items(tmp_path / "data", COLD, n_users=30, n_items=24, per_user=10)
     out = tmp_path / "run"
     assert main(["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test",
                  str(paths["test"]), "--out", str(out), "--epochs", "1", *FAST]) == 0
