@@ -105,3 +105,56 @@ def test_cold_pairs_dropped_for_a_run_without_an_item_table_are_named(tmp_path, 
     assert "segments cold-items: none of the" in said and "pairs has an item with no row" in said
     assert "outside the run's vocabulary, whose pairs were left out (said above), are the ones without training " \
            "rows: train with --items FILE (an item table)" in said
+
+
+NEW = ["u0", "u1", "u2", "u16", "u17"]  # test users whose train rows are removed: in the vocabulary by the user table
+
+
+@pytest.fixture(scope="module")
+def new_users_run(tmp_path_factory):
+    """A run whose test holds users without training rows (in the vocabulary by the user table), as a time split
+    has them, trained with its closing evaluation against every baseline."""
+    d = tmp_path_factory.mktemp("eval-new-users")
+    paths = write_dataset_with_cold_items(d / "data", [], n_users=30, n_items=24, per_user=10)
+    train = pd.read_csv(paths["train"])
+    train[~train["user_id"].isin(NEW)].to_csv(paths["train"], index=False)
+    users = pd.DataFrame({"user_id": [f"u{u}" for u in range(30)], "group": ["a"] * 15 + ["b"] * 15})
+    users.to_csv(d / "users.csv", index=False)
+    out = d / "run"
+    assert main(["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test",
+                 str(paths["test"]), "--users", str(d / "users.csv"), 'data.user_categorical=["group"]',
+                 "--out", str(out), "--epochs", "1", "eval.baselines=[\"popularity\",\"ease\",\"itemknn\"]",
+                 "eval.ks=[5]", *[a for a in FAST if a != "--no-eval"]]) == 0
+    assert set(NEW) <= set(pd.read_csv(paths["test"], dtype=str)["user_id"])
+    return out
+
+
+def test_users_without_training_rows_are_counted_and_said(new_users_run, capsys, caplog):
+    """Users of a time split with no training rows are ranked by EASE and ItemKNN from an empty history: every item
+    scores 0, so each gets the catalogue in item-id order, and `--history-from` said how many such users there were
+    while the default protocol (train's closing evaluation, `evaluate`, `evaluate_run`) said nothing; `--json`
+    carries their count as `users_empty_input_history`, per segment too."""
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.evaluate_run import evaluate_run
+
+    closing = json.loads((new_users_run / "metrics.json").read_text())["test"]
+    assert {r["users_empty_input_history"] for r in closing} == {len(NEW)}
+    caplog.clear()
+    rows = _json(capsys, "--run", str(new_users_run), *EVAL, "--segments", "new-users")
+    said = caplog.text
+    assert f"{len(NEW)} of 30 evaluated users have no rows in the run's training data" in said
+    assert "ease and itemknn score every item 0 for each of them" in said and "item-id order" in said
+    by = {(r["model"].split(" ")[0], r["segment"]): r for r in rows}
+    for model in ("two-tower", "popularity", "ease", "itemknn"):
+        assert by[model, "all"]["users_empty_input_history"] == len(NEW)
+        assert by[model, "new users"]["users_empty_input_history"] == len(NEW)
+        assert by[model, "known users"]["users_empty_input_history"] == 0
+    # the uninformative list the warning names: both baselines rank every new user by item row alone
+    assert {k: v for k, v in by["ease", "new users"].items() if "@" in k} == \
+        {k: v for k, v in by["itemknn", "new users"].items() if "@" in k}
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.pipeline.evaluate_run"):
+        rows = evaluate_run(TrainedRun.load(new_users_run), baselines=("popularity",), ks=(5,))
+    assert rows[0]["users_empty_input_history"] == len(NEW)
+    assert f"{len(NEW)} of 30 evaluated users have no rows in the run's training data" in caplog.text
+    assert "score every item 0" not in caplog.text  # no history-based baseline in this table

@@ -188,8 +188,10 @@ def evaluate_run(
     file's rows), ``held_out_rows_dropped`` (naming a user or item outside the vocabularies),
     ``held_out_unknown_users`` / ``held_out_unknown_items``, ``held_out_duplicates_dropped`` /
     ``held_out_conflicting_duplicates_dropped`` (repeating an earlier row's user, item and timestamp: read once),
-    ``held_out_pairs``, ``held_out_pairs_excluded_as_seen`` (never hit) and, with ``history_from``,
-    ``held_out_pairs_in_input_history``.
+    ``held_out_pairs``, ``held_out_pairs_excluded_as_seen`` (never hit), with ``history_from``
+    ``held_out_pairs_in_input_history``, and ``users_empty_input_history`` (evaluated users whose input history, the
+    ``history_from`` files or else the training data, holds no item: EASE and ItemKNN give them the catalogue in
+    item-id order).
     ``segments`` (names of :data:`SEGMENTS`) adds, after each model's row, a row per part of the held-out pairs:
     ``"cold-items"`` those whose item has no row in the run's training data (``data/train.csv``: no ID-table model
     learnt it; only an item tower reading features or text can place it) and the others, ``"new-users"`` likewise by
@@ -328,8 +330,10 @@ def evaluate_run(
                     held_out_conflicting_duplicates_dropped=rep["conflicting_duplicates_dropped"])
     if isinstance(test_file, (str, os.PathLike)):  # rows said `split: test` without which file was scored
         held_out["test_file"] = os.path.abspath(test_file)
-    if histories is not None:
-        held_out["users_empty_input_history"] = _empty_input_histories(run, relevant, histories)
+    # each user's input history: the rows of known items in the history_from files, else the training rows
+    lengths = np.diff(m.train.indptr) if histories is None else histories.sequences.lengths()
+    held_out["users_empty_input_history"] = _empty_input_histories(run, relevant, lengths, histories,
+                                                                   baselines, segments)
     parts = _segment_parts(relevant, m.train, segments, split,
                            unknown={"cold-items": int(rep["unknown_items"]), "new-users": int(rep["unknown_users"])})
 
@@ -340,7 +344,7 @@ def evaluate_run(
         # the segment's own users and pairs replace the whole file's counts of them that ``held_out`` holds
         by_segment[:] = [{"segment": name, **part_res, "held_out_pairs": int(parts[name].nnz), **held_out,
                           "users_held_out": int((np.diff(parts[name].indptr) > 0).sum()),
-                          **_empty_history_count(parts[name], histories), **never_hit(parts[name])}
+                          **_empty_history_count(parts[name], lengths), **never_hit(parts[name])}
                          for name, part_res in by_part.items()]
         segment = {"segment": "all"} if parts or segments else {}
         return {**res, **segment, "held_out_pairs": int(relevant.nnz), **counts}
@@ -481,29 +485,49 @@ def _never_hit(pairs: sp.csr_matrix, *, seen: sp.csr_matrix, histories: Any, exc
     return counts
 
 
-def _empty_input_users(relevant: sp.csr_matrix, histories: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of the evaluated users (a held-out pair each) and of those among them with no row of a known item
-    in the ``history_from`` files."""
+def _empty_input_users(relevant: sp.csr_matrix, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of the evaluated users (a held-out pair each) and of those among them whose input history holds
+    no item (``lengths[U]``: each user's input history length)."""
     users = np.flatnonzero(np.diff(relevant.indptr) > 0)
-    return users, users[histories.sequences.lengths()[users] == 0]
+    return users, users[lengths[users] == 0]
 
 
-def _empty_history_count(pairs: sp.csr_matrix, histories: Any) -> dict[str, int]:
-    """``users_empty_input_history`` of the users of ``pairs`` (none without input ``histories``): a segment row
-    gave the whole file's count, more users than the row had."""
-    return {} if histories is None else {"users_empty_input_history": int(len(_empty_input_users(pairs, histories)[1]))}
+def _empty_history_count(pairs: sp.csr_matrix, lengths: np.ndarray) -> dict[str, int]:
+    """``users_empty_input_history`` of the users of ``pairs``: a segment row gave the whole file's count, more users
+    than the row had."""
+    return {"users_empty_input_history": int(len(_empty_input_users(pairs, lengths)[1]))}
 
 
-def _empty_input_histories(run: TrainedRun, relevant: sp.csr_matrix, histories: Any) -> int:
-    """How many evaluated users (a held-out pair each) have no row of a known item in the ``history_from`` files,
-    warned about as `recommend --history-from` tells of them: every model ranks them from an empty input history,
-    and the table's protocol line says each user's history came from the files (a file of other users, or one whose
-    ids lost their leading zeros, gave a full table from empty histories without a word)."""
-    users, empty = _empty_input_users(relevant, histories)
-    if len(empty):
+#: the baselines that score from the user's history alone: an empty one scores every item 0
+_HISTORY_BASELINES = ("ease", "itemknn")
+
+
+def _empty_input_histories(run: TrainedRun, relevant: sp.csr_matrix, lengths: np.ndarray, histories: Any,
+                           baselines: Sequence[str], segments: Sequence[str]) -> int:
+    """How many evaluated users (a held-out pair each) have an empty input history, warned about: with
+    ``history_from``, those with no row of a known item in the files, as `recommend --history-from` tells of them
+    (the table's protocol line says each user's history came from the files: a file of other users, or one whose
+    ids lost their leading zeros, gave a full table from empty histories without a word); without it, those with no
+    training rows (a time split's new users: 69% of ML-100K's test users from 1998-03-10), whom EASE and ItemKNN
+    gave the catalogue in item-id order, an uninformative list averaged into their figures in silence."""
+    users, empty = _empty_input_users(relevant, lengths)
+    if not len(empty):
+        return 0
+    n, of, example = f"{len(empty):,}", f"{len(users):,}", run.user_vocab.id_at(int(empty[0]))
+    if histories is not None:
         log.warning("%s of %s evaluated users have no rows of known items in the history files %s (e.g. user %r): "
-                    "each is ranked from an empty input history by every model", f"{len(empty):,}",
-                    f"{len(users):,}", ", ".join(map(str, histories.files)), run.user_vocab.id_at(int(empty[0])))
+                    "each is ranked from an empty input history by every model", n, of, ", ".join(map(str, histories.files)),
+                    example)
+        return int(len(empty))
+    blind = [name for name in baselines if name in _HISTORY_BASELINES]
+    # every item ties at 0, and ties go to the smaller item row: the run's item ids in sorted order
+    said = ([f"{' and '.join(blind)} score every item 0 for each of them, so their lists are the catalogue in "
+             "item-id order less their excluded items (ties go to the smaller item row), not a ranking"] if blind else [])
+    said += ["popularity ranks them as it ranks everyone"] if "popularity" in baselines else []
+    said += ["the two-tower model from an empty history and what else its user tower reads (a user table's features)"]
+    apart = "" if "new-users" in segments else " (`--segments new-users` scores them apart)"
+    log.warning("%s of %s evaluated users have no rows in the run's training data, the history the models read (e.g. "
+                "user %r): %s%s", n, of, example, "; ".join(said), apart)
     return int(len(empty))
 
 
