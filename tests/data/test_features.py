@@ -280,3 +280,28 @@ def test_a_numeric_column_of_true_false_reads_as_1_0_and_a_stray_one_among_numbe
     with pytest.raises(DataError, match=r"line 2, column 'year'.*True is a true/false value among numbers \(first "
                                         r"number at line 1\)"):
         read_feature_table(stray, FeatureSpec(key="item_id", numeric=("year",)))
+
+
+def test_a_number_sent_for_a_category_the_table_spells_with_a_decimal_point_is_named_as_looked_up(tmp_path):
+    """A numeric category column with a gap is written by pandas as "8.0", which a CSV table keeps as that text;
+    a new user's {"zip_region": 8.0} is looked up as '8' (a number reads without '.0', as training reads a
+    JSON-lines or Parquet number), so it reads as unknown. The warning said "8.0 never occurs in training" of a
+    value the vocabulary holds, and gave no hint ('8' and '8.0' are too far apart for the spelling match)."""
+    spec = FeatureSpec(key="user_id", categorical=("zip_region",))
+    p = tmp_path / "users.csv"
+    p.write_text("user_id,zip_region\nu1,8.0\nu2,9.0\nu3,\n", encoding="utf-8")
+    enc = FeatureEncoder(spec).fit(read_feature_table(p, spec))
+    assert enc.categories["zip_region"] == ["8.0", "9.0"]
+    assert enc.encode_rows(pd.DataFrame({"zip_region": [8.0]}, dtype=object)).categorical[0, 0] == 0
+    unknown = "never occurs in training, so it reads as unknown"
+    assert enc.value_notes({"zip_region": 8.0}) == [
+        f"""zip_region: 8.0 (looked up as '8') {unknown} (did you mean '8.0'? send it as the string "8.0")"""]
+    assert enc.value_notes({"zip_region": 8}) == [
+        f"""zip_region: 8 {unknown} (did you mean '8.0'? send it as the string "8.0")"""]
+    assert enc.value_notes({"zip_region": "8"}) == [f"zip_region: '8' {unknown} (did you mean '8.0'?)"]
+    assert enc.value_notes({"zip_region": "8.0"}) == []
+    parquet = tmp_path / "users.parquet"  # a number column: its 8.0 is the category '8'
+    pd.DataFrame({"user_id": ["u1", "u2"], "zip_region": [8.0, None]}).to_parquet(parquet)
+    enc = FeatureEncoder(spec).fit(read_feature_table(parquet, spec))
+    assert enc.categories["zip_region"] == ["8"] and enc.value_notes({"zip_region": 8.0}) == []
+    assert enc.value_notes({"zip_region": "8.00"}) == [f"zip_region: '8.00' {unknown} (did you mean '8'?)"]

@@ -224,6 +224,35 @@ def _norm_value(value: Any) -> str | None:
     return str(value).strip()
 
 
+def _as_number(text: str) -> float | None:
+    """``text`` as the number it spells (``'8.0'`` -> 8.0), None when it spells none."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _spelling_hint(value: str, given: Any, known: list[str]) -> str:
+    """`` (did you mean 'F'?)`` for a category ``value`` (the text ``given`` is looked up as) that training never
+    saw: the known spelling differing only in case, else one of the same number, else the closest.
+
+    A number is looked up as training reads a number cell (8.0 as '8'), but a CSV table's cells are text, and
+    pandas writes a numeric column with a gap as "8.0": that category is the text '8.0', which a number never
+    matches (a JSON-lines table may hold both 8.0 and "8.0", two categories), and too far from '8' for difflib.
+    """
+    import difflib
+
+    near = [k for k in known if k.lower() == value.lower()]
+    if near:
+        return f" (did you mean {near[0]!r}?)"
+    number = _as_number(value)
+    near = [k for k in known if _as_number(k) == number] if number is not None and math.isfinite(number) else []
+    if near and not isinstance(given, str):
+        return f" (did you mean {near[0]!r}? send it as the string {json.dumps(near[0])})"
+    near = near or difflib.get_close_matches(value, known, 1, 0.75)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
 def read_feature_table(
     source: str | Path | pd.DataFrame, spec: FeatureSpec, *, name: str | None = None, key_role: str = "key",
     encoding: str = "utf-8",
@@ -579,16 +608,16 @@ class FeatureEncoder:
         show: a category outside the fitted vocabulary (read as unknown, with the nearest known spelling), and
         a number more than ``far_sd`` standard deviations from the training mean (read, but far outside what
         the tower was fitted on). Nothing is refused here; :meth:`encode_rows` encodes the row as it is."""
-        import difflib
-
         notes = []
         for c, value, lut in self._unseen_values(row):
-            known = [k for k in lut if isinstance(k, str)]
-            near = [k for k in known if k.lower() == value.lower()] or difflib.get_close_matches(value, known, 1, 0.75)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            # a categorical value as it was given (3, not '3', the text it is looked up as)
+            # a categorical value as it was given (3, not '3'), and the text it is looked up as where that differs
+            # (8.0 is looked up as '8'): "8.0 never occurs" was said of a table whose CSV held the text '8.0'
             given = row.get(c) if c in self.spec.categorical else value
-            notes.append(f"{c}: {shown_value(given)} never occurs in training, so it reads as unknown{hint}")
+            named = shown_value(given)
+            if not isinstance(given, str) and named != value:
+                named += f" (looked up as {shown_value(value)})"
+            notes.append(f"{c}: {named} never occurs in training, so it reads as unknown"
+                         f"{_spelling_hint(value, given, [k for k in lut if isinstance(k, str)])}")
         for c in self.spec.numeric:
             x = row.get(c)
             if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x)):
