@@ -305,3 +305,24 @@ def test_a_number_sent_for_a_category_the_table_spells_with_a_decimal_point_is_n
     enc = FeatureEncoder(spec).fit(read_feature_table(parquet, spec))
     assert enc.categories["zip_region"] == ["8"] and enc.value_notes({"zip_region": 8.0}) == []
     assert enc.value_notes({"zip_region": "8.00"}) == [f"zip_region: '8.00' {unknown} (did you mean '8'?)"]
+
+
+def test_a_nested_list_in_a_multi_valued_cell_is_refused_naming_line_and_column(tmp_path):
+    """`"genres": [["a"], ["b"]]` was read as the made-up categories "['a']" and "['b']" in silence (the item's
+    record read "['a']|['b']"), where a nested value in an interaction id column is refused."""
+    spec = FeatureSpec(key="item_id", multi=("tags",))
+    js = tmp_path / "items.jsonl"
+    js.write_text('{"item_id": "a", "tags": ["x"]}\n{"item_id": "b", "tags": [["a"], ["b"]]}\n', encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        read_feature_table(js, spec)
+    assert e.value.row == 2 and e.value.column == "tags"
+    assert str(e.value) == (f"file {js}, line 2, column 'tags': list value ['a'] is not a string or a number (a "
+                            "nested list or object); a multi-valued cell is a list of values or '|'-separated text")
+    js.write_text('{"item_id": "a", "tags": ["x", {"k": 1}]}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 1, column 'tags': list value \{'k': 1\} is not a string or a number"):
+        read_feature_table(js, spec)
+    pq = tmp_path / "items.parquet"
+    pd.DataFrame({"item_id": ["a", "b"], "tags": [[["x"]], [["y"], ["z"]]]}).to_parquet(pq)
+    with pytest.raises(DataError, match=r"list value \['x'\] is not a string or a number") as e:
+        read_feature_table(pq, spec)
+    assert e.value.row == 1 and e.value.column == "tags"

@@ -176,6 +176,11 @@ def _joined_lists(values: pd.Series, separator: str, *, file: str, column: str, 
         if isinstance(value, dict):
             raise DataError(f"holds a JSON object {value!r}; a multi-valued cell is a list of values or "
                             f"{separator!r}-separated text", file=file, column=column, **rows.at(pos))
+        for p in list(value):
+            if _is_nested(p):  # "['a']" was made a category of its own, as an id column's nested value is refused
+                raise DataError(f"list value {_plain_cell(p)!r} is not a string or a number (a nested list or "
+                                f"object); a multi-valued cell is a list of values or {separator!r}-separated text",
+                                file=file, column=column, **rows.at(pos))
         parts = [p for p in map(_norm_value, list(value)) if p]
         for p in parts:
             if separator in p:
