@@ -326,3 +326,17 @@ def test_a_nested_list_in_a_multi_valued_cell_is_refused_naming_line_and_column(
     with pytest.raises(DataError, match=r"list value \['x'\] is not a string or a number") as e:
         read_feature_table(pq, spec)
     assert e.value.row == 1 and e.value.column == "tags"
+
+
+@pytest.mark.parametrize("group", ["categorical", "numeric", "text"])
+def test_an_object_in_a_single_valued_column_is_called_an_object_not_a_list(tmp_path, group):
+    """`"decade": {"name": "1990s"}` was said to hold "a list ({'name': '1990s'})" and to be multi-valued (list it
+    under data.item_multi), where it is then refused again: a multi-valued cell is a list of values."""
+    p = tmp_path / "items.jsonl"
+    p.write_text('{"item_id": "a", "decade": "1980s"}\n{"item_id": "b", "decade": {"name": "1990s"}}\n',
+                 encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        read_feature_table(p, FeatureSpec(key="item_id", **{group: ("decade",)}), key_role="item key")
+    assert e.value.row == 2 and e.value.column == "decade"
+    assert str(e.value) == (f"file {p}, line 2, column 'decade': holds a JSON object ({{'name': '1990s'}}), not one "
+                            "value; give the cell the value itself (a string or a number)")

@@ -319,9 +319,8 @@ def _read_feature_table(source: str | Path | pd.DataFrame, spec: FeatureSpec, *,
     kind = key_role.split()[0] if key_role in ("item key", "user key") else "item"
     for c in (*spec.categorical, *spec.numeric, *spec.text):
         nested = np.array(_per_distinct(df[c], _is_nested), dtype=bool)
-        check_rows(nested, lambda pos: f"holds a list ({_plain_cell(df[c].iloc[pos])!r}), not one value; a column of "
-                   f"lists (Parquet list, JSON array) is multi-valued: list it under data.{kind}_multi",
-                   file=label, column=c, rows=rows)
+        check_rows(nested, lambda pos: _not_one_value(_plain_cell(df[c].iloc[pos]), kind), file=label, column=c,
+                   rows=rows)
     for c in spec.multi:
         df[c] = _joined_lists(df[c], spec.separator, file=label, column=c, rows=rows)
     for c in spec.numeric:
@@ -346,6 +345,15 @@ def _read_feature_table(source: str | Path | pd.DataFrame, spec: FeatureSpec, *,
     for c in (*spec.categorical, *spec.multi):
         _warn_missing_as_text(df[c], spec.separator if c in spec.multi else None, file=label, column=c, rows=rows)
     return df
+
+
+def _not_one_value(value: Any, kind: str) -> str:
+    """Why a nested cell of a single-valued feature column is refused. A list may be the values of a multi-valued
+    column; an object is no list of values either (a multi-valued column refuses it too), so it is not sent there."""
+    if isinstance(value, dict):
+        return f"holds a JSON object ({value!r}), not one value; give the cell the value itself (a string or a number)"
+    return (f"holds a list ({value!r}), not one value; a column of lists (Parquet list, JSON array) is multi-valued: "
+            f"list it under data.{kind}_multi")
 
 
 def _not_a_number(value: Any) -> str:
