@@ -164,7 +164,9 @@ def test_rerank_given_a_bi_encoder_or_an_index_is_refused(beir, tmp_path, capsys
                                                "number of 20 digits"),
     (["--rerank-top", "10001", "sleep"], "error: --rerank-top: must be at most 10000 (twotower.config.MAX_K), got "
                                          "10001"),
-    (["   "], "error: query is empty; give the text to search for"),
+    # "only white space", as POST /search says it (this said "empty")
+    (["   "], "error: query is only white space; give the text to search for"),
+    (["sleep", " \t"], "error: query 2 is only white space; give the text to search for"),
     (["sleep", ""], "error: query 2 is empty; give the text to search for"),
     (["sleep", "\x01\x02 "], "error: query 2 holds only control characters and white space; give the text to search for"),
     (["caf\udce9"], "error: query 'caf\ufffd' is not valid UTF-8; pass the query as UTF-8 text"),

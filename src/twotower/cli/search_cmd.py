@@ -872,8 +872,10 @@ def _check_query_args(args: argparse.Namespace) -> None:
         except UnicodeEncodeError:  # bytes that are not UTF-8 reach argv as lone surrogates (PEP 383)
             shown = _printable(text)
             raise ConfigError(f"{where} {shown!r} is not valid UTF-8; pass the query as UTF-8 text") from None
-        if not text.strip():
+        if not text:
             raise ConfigError(f"{where} is empty; give the text to search for")
+        if not text.strip():  # POST /search's word for it: "query: only white space" (here it said "empty")
+            raise ConfigError(f"{where} is only white space; give the text to search for")
         if (why := wordless(text)) is not None:  # control characters alone: ranked for, as POST /search did
             raise ConfigError(f"{where} {why}; give the text to search for")
         if len(text) > MAX_QUERY_CHARS:  # as POST /search's 422: no limit here before
