@@ -177,3 +177,123 @@ def test_an_interrupted_encoding_keeps_what_it_finished(tmp_path, monkeypatch):
     assert enc.encoded == ["t4", "t5", "t6"]  # the first four were saved before the interruption
     np.testing.assert_array_equal(out, CountingEncoder().encode(texts, max_length=8))
     assert EmbeddingCache(tmp_path, model_id=enc.model_id, max_length=8).stats()["shards"] == 4
+
+
+# -- two processes on one cache ----------------------------------------------------------------------------------
+#: how long a step of the two-process tests may take before it counts as blocked: far above what it needs (well under
+#: a second), so a slow machine does not fail them; only a process stuck behind the other's lock reaches it
+_STEP_S = 60.0
+
+
+def _wait_for(path, timeout: float = _STEP_S) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+class GatedEncoder(CountingEncoder):
+    """Says it has started encoding (creates ``started``), then encodes only once ``release`` exists: a corpus
+    encoding of minutes, held for as long as a test needs another process to run beside it."""
+
+    def __init__(self, started, release) -> None:
+        super().__init__()
+        self.started, self.release = started, release
+
+    def encode(self, texts, **kw):
+        self.started.touch()
+        if not _wait_for(self.release, 2 * _STEP_S):
+            raise TimeoutError("never released")
+        return super().encode(texts, **kw)
+
+
+class RefusingEncoder(CountingEncoder):
+    def encode(self, texts, **kw):
+        raise AssertionError(f"asked to encode {list(texts)}, all cached")
+
+
+def _encode_in_child(encoder: TextEncoder, texts: list[str], root, done) -> None:
+    """A process's whole use of the cache: its vectors must be the texts' own, whoever encoded them."""
+    out = cached_encode(encoder, texts, root, max_length=8, show_progress=False)
+    np.testing.assert_array_equal(out, CountingEncoder().encode(texts, max_length=8))
+    done.touch()
+
+
+def _start(target, *args):
+    import multiprocessing
+
+    proc = multiprocessing.get_context("fork").Process(target=target, args=args)
+    proc.start()
+    return proc
+
+
+def _finish(*procs) -> None:
+    for p in procs:
+        p.join(2 * _STEP_S)
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def _entries(root) -> dict:
+    """``{sha256(text): vector}`` of every text ``index.json`` lists, read through its shards (checksums checked)."""
+    cache = EmbeddingCache(root, model_id="fake@1", max_length=8)
+    index = cache._load_index()
+    shards = cache._load_shards(index)
+    return {k: shards[s][r] for k, (s, r) in index["texts"].items()}
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_cached_texts_are_read_while_another_process_encodes(tmp_path):
+    """An encoding held the cache's lock from its first text to its last: a training whose 1,689 titles were all
+    cached waited 12 minutes behind another user's SciFact encoding. Only writing a shard takes the lock now."""
+    cached_encode(CountingEncoder(), ["a", "b"], tmp_path, max_length=8)
+    started, release, wrote, read = (tmp_path / n for n in ("started", "release", "wrote", "read"))
+    writer = _start(_encode_in_child, GatedEncoder(started, release), ["a", "c", "d"], tmp_path, wrote)
+    reader = None
+    try:
+        assert _wait_for(started), "the writer never started encoding"
+        reader = _start(_encode_in_child, RefusingEncoder(), ["b", "a"], tmp_path, read)
+        reader.join(_STEP_S)
+        assert read.exists(), "reading cached texts waited for another process's encoding"
+        assert reader.exitcode == 0
+    finally:
+        release.touch()
+        _finish(writer, *([reader] if reader else []))
+    assert writer.exitcode == 0 and wrote.exists()
+    got = _entries(tmp_path)
+    assert sorted(got) == sorted(_key(t) for t in "abcd")
+    for t, v in zip("abcd", CountingEncoder().encode(list("abcd"), max_length=8)):
+        np.testing.assert_array_equal(got[_key(t)], v)
+
+
+def test_two_processes_encoding_the_same_texts_both_finish_and_list_each_text_once(tmp_path):
+    """The second encoder of the same texts no longer waits for the first: both encode, and the one saving second
+    keeps only what the cache still lacks, so no text is listed twice and nothing the first saved is lost."""
+    started, release, first, second = (tmp_path / n for n in ("started", "release", "first", "second"))
+    slow = _start(_encode_in_child, GatedEncoder(started, release), ["x", "y"], tmp_path, first)
+    fast = None
+    try:
+        assert _wait_for(started), "the first process never started encoding"
+        fast = _start(_encode_in_child, CountingEncoder(), ["y", "z"], tmp_path, second)
+        fast.join(_STEP_S)
+        assert second.exists(), "encoding waited for another process's whole encoding"
+    finally:
+        release.touch()
+        _finish(slow, *([fast] if fast else []))
+    assert slow.exitcode == 0 and fast.exitcode == 0 and first.exists()
+    index = EmbeddingCache(tmp_path, model_id="fake@1", max_length=8)._load_index()
+    assert [s["rows"] for s in index["shards"]] == [2, 1]  # the slow one saved "x" alone, "y" being there already
+    got = _entries(tmp_path)
+    assert sorted(got) == sorted(_key(t) for t in "xyz")
+    for t, v in zip("xyz", CountingEncoder().encode(list("xyz"), max_length=8)):
+        np.testing.assert_array_equal(got[_key(t)], v)
+    np.testing.assert_array_equal(cached_encode(RefusingEncoder(), ["z", "y", "x"], tmp_path, max_length=8),
+                                  CountingEncoder().encode(["z", "y", "x"], max_length=8))

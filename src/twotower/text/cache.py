@@ -12,10 +12,15 @@ Each call encodes only the texts it has not seen, appending a new shard and
 rewriting ``index.json`` as it goes (at least once a minute, so an interrupted
 encoding keeps what it finished); both writes are atomic, and the shard is written
 before the index that points at it, so a crash never leaves the index
-pointing at a missing shard. Writers on one machine are serialised with an
-advisory lock (``.lock``), so two processes never lose each other's entries. A shard whose hash or shape does not match the
-index raises :class:`~twotower.errors.IntegrityError` (or, with
-``rebuild_corrupt=True``, the whole entry is dropped and re-encoded).
+pointing at a missing shard. Processes on one machine share the cache through an
+advisory lock (``.lock``): reading takes it shared, and a writer takes it exclusive
+only to save a shard, re-reading ``index.json`` first and keeping only the texts
+another process has not saved meanwhile, so no entry is lost or listed twice. The
+encoding itself holds no lock: texts another process already cached are read
+while it runs (two processes missing the same texts may both encode them). A shard
+whose hash or shape does not match the index raises
+:class:`~twotower.errors.IntegrityError` (or, with ``rebuild_corrupt=True``, the
+whole entry is dropped and re-encoded).
 """
 from __future__ import annotations
 
@@ -112,18 +117,21 @@ class EmbeddingCache:
 
     # -- public --------------------------------------------------------
     @contextlib.contextmanager
-    def _locked(self):
+    def _locked(self, *, exclusive: bool):
+        """The ``.lock`` flock: shared to read, exclusive to write a shard and the index or to drop the cache."""
         self.dir.mkdir(parents=True, exist_ok=True)
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
         with open(self.dir / ".lock", "a+") as fh:
             try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fh.fileno(), mode | fcntl.LOCK_NB)
             except BlockingIOError:
-                # another process holds it, usually while it encodes a corpus (minutes on a CPU): a second `search
-                # evaluate` / `index` sat there without a word until that one finished
-                logger.info("embedding cache %s is in use by another process (encoding texts?); waiting for it to "
-                            "finish", self.dir)
+                # another process holds it: this one saving a shard (a moment), or a twotower from before the lock
+                # was held only for that, for its whole encoding (minutes on a CPU). Waiting without a word left
+                # a second `search evaluate` / `index` looking hung
+                logger.info("embedding cache %s is in use by another process (writing texts it encoded?); waiting "
+                            "for it to finish", self.dir)
                 t0 = time.perf_counter()
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+                fcntl.flock(fh.fileno(), mode)
                 logger.info("embedding cache %s: waited %.0fs for the other process", self.dir.name,
                             time.perf_counter() - t0)
             try:
@@ -152,22 +160,7 @@ class EmbeddingCache:
         """Embeddings ``[N, D]`` of ``texts``, encoding only cache misses."""
         if encoder.model_id != self.model_id:
             raise IntegrityError(f"cache is for model {self.model_id!r}, encoder is {encoder.model_id!r}")
-        with self._locked():
-            return self._encode(encoder, texts, batch_size, show_progress, rebuild_corrupt)
-
-    def _encode(self, encoder, texts, batch_size, show_progress, rebuild_corrupt) -> np.ndarray:
-        try:
-            index = self._load_index()
-            shards = self._load_shards(index)
-        except IntegrityError:
-            if not rebuild_corrupt:
-                raise
-            logger.warning("embedding cache %s is corrupted; rebuilding it", self.dir)
-            for f in self.dir.glob("*"):
-                if f.name != ".lock":
-                    f.unlink()
-            index = self._load_index()
-            shards = []
+        index, shards = self._read(rebuild_corrupt)
         keys = [text_key(t) for t in texts]
         missing: dict[str, str] = {}
         for k, t in zip(keys, texts):
@@ -184,20 +177,46 @@ class EmbeddingCache:
         elif missing:
             logger.info("embedding cache %s: %d of %d texts cached, encoding %d%s", self.dir, cached, len(keys),
                         len(keys) - cached, distinct)
-            shards.extend(self._encode_missing(encoder, list(missing.items()), index, batch_size, show_progress))
-        if not keys:
-            return np.zeros((0, index["dim"] or encoder.dim), dtype=np.float32)
-        out = np.empty((len(keys), index["dim"]), dtype=np.float32)  # [N, D]
+        new = (self._encode_missing(encoder, list(missing.items()), batch_size, show_progress) if missing
+               else np.zeros((0, index["dim"] or encoder.dim), dtype=np.float32))  # [M, D]
+        # the vectors this call read or encoded itself: index.json may since list a text another process saved too
+        # (the same vector) or have been rebuilt, and its shards are not read again
+        row_of = {k: i for i, k in enumerate(missing)}
+        out = np.empty((len(keys), new.shape[1]), dtype=np.float32)  # [N, D]
         for i, k in enumerate(keys):
-            s, r = index["texts"][k]
-            out[i] = shards[s][r]
+            if k in row_of:
+                out[i] = new[row_of[k]]
+            else:
+                s, r = index["texts"][k]
+                out[i] = shards[s][r]
         return out
 
-    def _encode_missing(self, encoder: TextEncoder, items: list[tuple[str, str]], index: dict, batch_size: int,
-                        show_progress: bool) -> list[np.ndarray]:
+    def _read(self, rebuild_corrupt: bool) -> tuple[dict, list[np.ndarray]]:
+        """``index.json`` and its shards, read under the shared lock. A corrupted cache raises, or with
+        ``rebuild_corrupt`` is dropped under the exclusive one (unless another process rebuilt it meanwhile)."""
+        with self._locked(exclusive=False):
+            try:
+                index = self._load_index()
+                return index, self._load_shards(index)
+            except IntegrityError:
+                if not rebuild_corrupt:
+                    raise
+        with self._locked(exclusive=True):
+            try:
+                index = self._load_index()
+                return index, self._load_shards(index)
+            except IntegrityError:
+                logger.warning("embedding cache %s is corrupted; rebuilding it", self.dir)
+                for f in self.dir.glob("*"):
+                    if f.name != ".lock":
+                        f.unlink()
+                return self._load_index(), []
+
+    def _encode_missing(self, encoder: TextEncoder, items: list[tuple[str, str]], batch_size: int,
+                        show_progress: bool) -> np.ndarray:
         """Encode ``(key, text)`` items ``_CHUNK_TEXTS`` at a time, saving a shard (and the index pointing at it) at
         least every ``_SAVE_EVERY_S`` seconds: an encoding cut short (Ctrl-C, a killed job) keeps what it finished, so
-        the next run encodes only the rest. Returns the new shards, in the order ``index`` numbers them."""
+        the next run encodes only the rest. Returns the vectors ``[M, D]``, in the order of ``items``."""
         from twotower.utils.progress import RateLog  # noqa: PLC0415
 
         progress = RateLog(logger, f"encoding with {encoder.backend}", len(items), "texts",
@@ -216,26 +235,39 @@ class EmbeddingCache:
             if done < len(items) and time.perf_counter() - last < _SAVE_EVERY_S:
                 continue
             emb = np.concatenate(pending)  # [M, D]
-            shard_no = len(index["shards"])
-            name = f"shard-{shard_no:05d}.npy"
-            buf = io.BytesIO()
-            np.save(buf, emb, allow_pickle=False)
-            data = buf.getvalue()
-            self.dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(self.dir / name, data)  # shard first, then the index that points at it
-            index["dim"] = int(emb.shape[1])
-            index["shards"].append({"file": name, "rows": int(emb.shape[0]), "sha256": sha256_bytes(data),
-                                    "seconds": round(time.perf_counter() - last, 2)})
-            for row, (k, _) in enumerate(items[saved:done]):
-                index["texts"][k] = [shard_no, row]
-            atomic_write_json(self.dir / "index.json", {**index, "index_sha256": _index_hash(index)})
+            self._save_shard([k for k, _ in items[saved:done]], emb, round(time.perf_counter() - last, 2))
             new.append(emb)
             pending, saved, last = [], done, time.perf_counter()
         if show_progress and len(items) > batch_size:
             elapsed = time.perf_counter() - t0
             logger.info("encoded %d texts with %s in %.1fs (%.1f texts/s)", len(items), encoder.backend, elapsed,
                         len(items) / max(elapsed, 1e-9))
-        return new
+        return np.concatenate(new)
+
+    def _save_shard(self, keys: list[str], emb: np.ndarray, seconds: float) -> None:
+        """Append the rows of ``keys`` that the cache still lacks as its next shard, under the exclusive lock.
+
+        ``index.json`` is read again there: another process may have saved shards (some of these texts among them)
+        since this one read it, and writing this process's old copy back would drop them. The rows of texts another
+        process saved meanwhile are left out: index.json lists each text once, so a second copy would be dead rows."""
+        with self._locked(exclusive=True):
+            index = self._load_index()
+            fresh = [i for i, k in enumerate(keys) if k not in index["texts"]]
+            if not fresh:
+                return
+            emb = emb[fresh]  # [M', D]
+            shard_no = len(index["shards"])
+            name = f"shard-{shard_no:05d}.npy"
+            buf = io.BytesIO()
+            np.save(buf, emb, allow_pickle=False)
+            data = buf.getvalue()
+            atomic_write_bytes(self.dir / name, data)  # shard first, then the index that points at it
+            index["dim"] = int(emb.shape[1])
+            index["shards"].append({"file": name, "rows": int(emb.shape[0]), "sha256": sha256_bytes(data),
+                                    "seconds": seconds})
+            for row, i in enumerate(fresh):
+                index["texts"][keys[i]] = [shard_no, row]
+            atomic_write_json(self.dir / "index.json", {**index, "index_sha256": _index_hash(index)})
 
 
 def cached_encode(
