@@ -387,3 +387,16 @@ def test_a_title_column_left_unread_is_warned_of(tmp_path, caplog):
         prepare_beir(tmp_path / "p.csv", tmp_path / "q.csv", tmp_path / "o2", PrepareConfig(passage_title="Title",
                                                                                              test_share=0))
     assert not [r for r in caplog.records if "is not read" in r.getMessage()]
+
+
+def test_a_number_in_a_parquet_text_column_is_written_as_the_csv_of_it_reads(tmp_path):
+    """A title column of numbers with a gap is float64 in Parquet: the film 1917 was indexed as "1917.0", where the
+    CSV of the same table gives "1917" (utils/whole_numbers.cell_text, the item texts' rule)."""
+    import pandas as pd
+
+    pd.DataFrame({"passage_id": ["p1", "p2", "p3"], "title": [1917.0, None, 8.5],
+                  "text": ["a war film", "an empty title", "a rating"]}).to_parquet(tmp_path / "p.parquet")
+    (tmp_path / "q.csv").write_text("query,passage_id\nwar,p1\n")
+    prepare_beir(tmp_path / "p.parquet", tmp_path / "q.csv", tmp_path / "o",
+                 PrepareConfig(passage_title="title", test_share=0))
+    assert load_beir(tmp_path / "o", "test").corpus.titles == ["1917", "", "8.5"]

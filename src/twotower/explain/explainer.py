@@ -117,7 +117,7 @@ def _record(run: Any, row: int, names: Mapping[str, str]) -> dict[str, Any]:
     title = rec.get(col) if col else None
     # no title is invented: a run without titles gave explanation records "title": "<item id>" while the
     # /recommend, /items and /users records of the same item have no title (display_name says "item 42")
-    rec["display_name"] = name_of(title if isinstance(title, str) else None, rec["item_id"], names)
+    rec["display_name"] = name_of(title, rec["item_id"], names)
     return rec
 
 

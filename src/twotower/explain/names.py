@@ -19,6 +19,8 @@ import unicodedata
 from collections import Counter, defaultdict
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from twotower.utils.whole_numbers import cell_text
+
 __all__ = ["distinct_names", "catalogue_names", "name_of", "title_column", "YEAR_COLUMN", "TITLE_COLUMN"]
 
 #: the item column whose value may tell two items with one title apart (MovieLens' release year)
@@ -48,9 +50,11 @@ def distinct_names(titles: Sequence[Any], id_at: Callable[[int], str],
     """``{item_id: name}`` for the items whose title is another item's title too (row ``r`` has ``titles[r]``,
     ``id_at(r)`` and ``years[r]``); every other item is left out and named by its title.
 
-    A missing title (not a string, or empty) is never shared: such an item is named by its id already.
+    A missing title (None, NaN or empty) is never shared: such an item is named by its id already. A number is
+    a title as its text (:func:`~twotower.utils.whole_numbers.cell_text`: ``1917``, ``1917.0`` -> ``"1917"``).
     The names differ from each other, and a name by year is no title of the catalogue.
     """
+    titles = [cell_text(t) for t in titles]  # a number read from Parquet or JSON lines is a title (the film 1917)
     # titles compared as they read: "é" as one code point and as "e" + a combining accent print alike, and the
     # sentence named two such items "Title é" both
     counts = Counter(_reads_as(t) for t in titles if isinstance(t, str) and t)
@@ -90,7 +94,9 @@ def catalogue_names(columns: Mapping[str, Sequence[Any]], title_col: str | None,
 def name_of(title: Any, item_id: Any, names: Mapping[str, str] | None = None) -> str:
     """An item's name: its distinct name when ``names`` (:func:`distinct_names`) has one, else its title, else
     ``item 42`` when it has none (a missing title, or the item's own id standing in for one: "Because you
-    watched 20." read like a number)."""
+    watched 20." read like a number). A title that is a number reads as its text (the film ``1917``, read from
+    Parquet as ``1917.0``), as the item's text embeddings read it; NaN is no title."""
     if names and str(item_id) in names:
         return names[str(item_id)]
-    return str(title) if title not in (None, "") and str(title) != str(item_id) else f"item {item_id}"
+    text = cell_text(title)
+    return text if text not in (None, "") and text != str(item_id) else f"item {item_id}"

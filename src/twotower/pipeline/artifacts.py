@@ -66,7 +66,7 @@ from twotower.utils.run_folder import other_runs_index
 from twotower.utils.run_folder import run_hint as _run_hint
 from twotower.utils.runtime import preserved_rng
 from twotower.utils.shell import shell_arg
-from twotower.utils.whole_numbers import whole_numbers
+from twotower.utils.whole_numbers import cell_text, whole_numbers
 from twotower.utils.version import VERSION_KEY, installed_version
 
 __all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "check_new_history", "refuse_empty_history", "save_run_data", "write_manifest", "verify_manifest",
@@ -1083,9 +1083,9 @@ class TrainedRun:
         row = self._item_row(row)
         col = title_column(self.title_col, self.item_meta.columns) if self.item_meta is not None else None
         if col and col in self.item_meta.columns:
-            v = self.item_meta.iloc[row][col]
-            if isinstance(v, str):
-                return v
+            text = cell_text(self.item_meta.iloc[row][col])  # a number (the film 1917) is a title too
+            if text is not None:
+                return text
         return self.item_vocab.id_at(row)
 
     def user_row(self, user_id: str) -> int:

@@ -714,5 +714,5 @@ def results_to_items(run: TrainedRun, res: Results, q: int = 0) -> list[dict[str
         item_id = meta.pop("item_id")
         title = meta.get(col) if col else None
         out.append({"item_id": item_id, "score": answer_score(s), "rank": r, **meta,
-                    "display_name": name_of(title if isinstance(title, str) else None, item_id, names)})
+                    "display_name": name_of(title, item_id, names)})
     return out

@@ -51,6 +51,7 @@ from twotower.utils.atomic import check_output_dir  # the check `twotower train`
 from twotower.utils.csv_text import frame_to_csv
 from twotower.utils.folder_lock import exclusive_writer
 from twotower.utils.runtime import preserved_rng, retain_freed_memory, run_threads, scoped_threads, seed_everything
+from twotower.utils.whole_numbers import cell_text
 from twotower.utils.wording import plural
 
 __all__ = ["train_run", "prepare_data", "item_text_embeddings", "encode_item_texts"]
@@ -191,8 +192,10 @@ def item_text_embeddings(config: RunConfig, prep: Prepared, cache_dir: Path | No
 
 
 def item_texts(meta: Any, cols: list[str]) -> list[str]:
-    """Each item row's text for the encoder: its ``cols`` cells that are strings, joined by spaces ("" for none)."""
-    return [" ".join(str(meta.iloc[r][c]) for c in cols if isinstance(meta.iloc[r][c], str)) for r in range(len(meta))]
+    """Each item row's text for the encoder: its ``cols`` cells as text (:func:`cell_text`: a number as its digits,
+    as a CSV table gives it), the missing ones left out, joined by spaces ("" for none)."""
+    columns = [[cell_text(v) for v in meta[c].tolist()] for c in cols]
+    return [" ".join(t for t in row if t is not None) for row in zip(*columns)] if columns else [""] * len(meta)
 
 
 def item_has_text(run: Any) -> np.ndarray | None:

@@ -33,6 +33,7 @@ from twotower.search.id_cells import BRACKETS, expand_id_lists, looks_like_a_lis
 from twotower.utils.atomic import atomic_dir
 from twotower.utils.folder_lock import writes_folder
 from twotower.utils.shell import shell_arg
+from twotower.utils.whole_numbers import cell_text
 
 __all__ = ["prepare_beir", "is_prepared_beir", "MARKER"]
 
@@ -71,16 +72,17 @@ def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], id
 
 
 def _text(values: pd.Series, *, file: str | None = None, rows: Any = None) -> list[str]:
-    """Each cell as text ("" where missing). A list or object cell (a JSON array of sentences, as SciFact's abstracts
-    come) is refused naming its row, as the BEIR loader refuses it in a corpus.jsonl: ``str()`` wrote it as
-    Python's ``['a', 'b']``, brackets and quotes indexed, without a word."""
+    """Each cell as text ("" where missing; a number as its digits, :func:`cell_text`: a Parquet column of numbers
+    with a gap holds 1995.0, written "1995" as the CSV of it reads). A list or object cell (a JSON array of
+    sentences, as SciFact's abstracts come) is refused naming its row, as the BEIR loader refuses it in a
+    corpus.jsonl: ``str()`` wrote it as Python's ``['a', 'b']``, brackets and quotes indexed, without a word."""
     cells = values.tolist()
     if file is not None:
         nested = np.fromiter((isinstance(v, (list, tuple, dict, np.ndarray)) for v in cells), dtype=bool,
                              count=len(cells))
         check_rows(nested, lambda pos: "must be a string or number, not an object or list (join a list of sentences "
                    "into one text first)", file=file, column=str(values.name), rows=rows)
-    return ["" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in cells]
+    return [cell_text(v) or "" for v in cells]
 
 
 def _note_unread_title(df: pd.DataFrame, cols: PrepareConfig, label: str) -> None:

@@ -172,8 +172,7 @@ class ItemCatalog:
         """Item ``row`` as the explanations name it (:func:`twotower.explain.names.name_of`): its title, told apart
         by year or id when another item has it too, else ``item <id>``."""
         title = self._titles[row] if self._titles is not None else None
-        # as an explanation's record holds it: a title that is not text is no title
-        return self._name_of(title if isinstance(title, str) else None, self.ids[row], self._names)
+        return self._name_of(title, self.ids[row], self._names)  # as an explanation's record holds it
 
     def record(self, row: int) -> dict[str, Any]:
         """``{"item_id", ...metadata, "display_name"}`` of one row. ``display_name`` is the service's own key, as
