@@ -81,3 +81,23 @@ def test_items_without_text_are_counted_when_their_texts_are_encoded(tmp_path, m
     with caplog.at_level("WARNING", logger="twotower"):
         item_text_embeddings(cfg, _prep(), tmp_path)
     assert not [r for r in caplog.records if "have no text" in r.getMessage()]
+
+
+def test_item_texts_cut_at_the_encoders_length_are_counted_as_search_counts_its_passages(tmp_path, monkeypatch,
+                                                                                          caplog):
+    # `twotower train` cut long item texts at 256 word pieces without a word, where `search index` logs
+    # "3,681 of 5,183 passages cut at 256 word pieces": one line, from the same code, names the items' count
+    cfg = load_config(overrides=["model.item.text_embeddings=true"])
+    monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", "1")
+    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch")
+    long = SimpleNamespace(item_meta=pd.DataFrame({"title": [*TITLES, " ".join(["insulin sensitivity"] * 200)]}),
+                           sources=SimpleNamespace(item_spec=None, title_col="title"))
+    with caplog.at_level("INFO", logger="twotower"):
+        item_text_embeddings(cfg, long, tmp_path)
+    said = [r.getMessage() for r in caplog.records if "cut at" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("1 of 4 item texts cut at 256 word pieces (longest ")
+    assert "the item tower's text embeddings read only the first 256 of each" in said[0]
+    caplog.clear()
+    with caplog.at_level("INFO", logger="twotower"):
+        item_text_embeddings(cfg, _prep(), tmp_path)  # none cut: nothing said
+    assert not [r for r in caplog.records if "cut at" in r.getMessage()]

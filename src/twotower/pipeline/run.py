@@ -253,14 +253,18 @@ def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None 
                     "and `similar` queries such an item by its served vector", len(empty), len(texts),
                     ", ".join(cols), first)
     from twotower.text import cached_encode, load_text_encoder
+    from twotower.text.encoder import log_truncation
 
     enc = load_text_encoder(None)
-    from twotower.config import SearchConfig  # the one user cache, shared with `twotower search`
+    # the one user cache, shared with `twotower search`, and the packaged encoder's length, as search reads it
+    from twotower.config import SearchConfig
 
     from twotower.utils.cache_home import expand_cache_path
 
     cache = cache_dir or expand_cache_path(SearchConfig.cache_dir)
-    return cached_encode(enc, texts, cache), enc.model_id
+    log_truncation(enc, texts, SearchConfig.max_length, cache_dir=cache, what="item texts",
+                   seen_by="the item tower's text embeddings read")
+    return cached_encode(enc, texts, cache, max_length=SearchConfig.max_length), enc.model_id
 
 
 def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,

@@ -6,7 +6,6 @@ L2-normalised embeddings (cosine).
 """
 from __future__ import annotations
 
-import logging
 import os
 from typing import Sequence
 
@@ -16,11 +15,9 @@ from twotower.config import SearchConfig
 from twotower.errors import ConfigError
 from twotower.results import Results
 from twotower.text.cache import cached_encode
-from twotower.text.encoder import TextEncoder, check_max_length, describe_truncation, truncation_report
+from twotower.text.encoder import TextEncoder, check_max_length, log_truncation
 
 __all__ = ["DenseRetriever"]
-
-logger = logging.getLogger(__name__)
 
 
 class DenseRetriever:
@@ -69,10 +66,7 @@ class DenseRetriever:
 
     def fit(self, doc_texts: Sequence[str]) -> "DenseRetriever":
         """Encode (or read from the cache) and index ``doc_texts``; logs once how many were cut at ``max_length``."""
-        self.truncation = truncation_report(self.doc_encoder, doc_texts, self.max_length, cache_dir=self.cache_dir)
-        if self.truncation is not None and self.truncation["cut"]:
-            logger.info("%s; dense search sees only the first %d of each", describe_truncation(self.truncation),
-                        self.max_length)
+        self.truncation = log_truncation(self.doc_encoder, doc_texts, self.max_length, cache_dir=self.cache_dir)
         emb = cached_encode(self.doc_encoder, doc_texts, self.cache_dir, max_length=self.max_length,
                             batch_size=self.batch_size, show_progress=self.show_progress)  # [N, D]
         return self.fit_embeddings(emb)

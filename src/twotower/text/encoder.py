@@ -41,6 +41,7 @@ from twotower.utils.progress import RateLog, no_third_party_bars
 __all__ = ["TextEncoder", "EncoderSettings", "BACKENDS", "BACKEND_CHOICES", "resolve_backend", "load_text_encoder",
            "RerankSettings", "RERANK_BACKEND_CHOICES",
            "default_model_path", "weights_fingerprint", "same_encoder_id", "truncation_report", "describe_truncation",
+           "log_truncation",
            "check_max_length", "backend_of"]
 
 logger = logging.getLogger(__name__)
@@ -422,10 +423,22 @@ def truncation_report(encoder: TextEncoder, texts: Sequence[str], max_length: in
             "longest": int(lengths.max()) if lengths.size else 0}
 
 
-def describe_truncation(report: dict[str, int]) -> str:
-    """``"412 of 5,183 passages cut at 256 word pieces (longest 1,024)"``."""
-    return (f"{report['cut']:,} of {report['passages']:,} passages cut at {report['max_length']} word pieces "
+def describe_truncation(report: dict[str, int], texts: str = "passages") -> str:
+    """``"412 of 5,183 passages cut at 256 word pieces (longest 1,024)"`` (``texts``: what the texts are)."""
+    return (f"{report['cut']:,} of {report['passages']:,} {texts} cut at {report['max_length']} word pieces "
             f"(longest {report['longest']:,})")
+
+
+def log_truncation(encoder: TextEncoder, texts: Sequence[str], max_length: int, *,
+                   cache_dir: str | os.PathLike[str] | None = None, what: str = "passages",
+                   seen_by: str = "dense search sees") -> dict[str, int] | None:
+    """:func:`truncation_report` of ``texts``, said in one INFO line when any is cut ("3 of 5 passages cut at 256
+    word pieces (longest 410); dense search sees only the first 256 of each"): the encoder cuts them silently.
+    ``what`` names the texts, ``seen_by`` what reads them (a search index, the item tower's text embeddings)."""
+    report = truncation_report(encoder, texts, max_length, cache_dir=cache_dir)
+    if report is not None and report["cut"]:
+        logger.info("%s; %s only the first %d of each", describe_truncation(report, what), seen_by, max_length)
+    return report
 
 
 def load_text_encoder(
