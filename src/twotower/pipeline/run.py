@@ -39,7 +39,7 @@ from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.resume import check_frame_tables, resume_frames_run
 from twotower.pipeline.resume_results import HeldResults, hold_old_results, weights_digest
 from twotower.pipeline.resume_snapshot import SealedRun, hold_sealed_run, put_back_leftover
-from twotower.pipeline.sources import load_sources
+from twotower.pipeline.sources import load_sources, no_item_texts
 from twotower.models.size import training_oom_message
 from twotower.pipeline.staging import (check_new_run_dir, check_room_to_stage, discard_if_empty, needs_staging,
                                        staged_target, staging_path, swap_in, sweep_stale_staging)
@@ -81,9 +81,8 @@ def check_run_config(config: Any, where: str) -> None:
 def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = None) -> Prepared:
     """The run's data, read and checked; ``frames`` gives inputs as DataFrames (see ``load_sources``)."""
     check_run_config(config, "prepare_data")
-    item = config.model.item
     prep = prepare(load_sources(config.data, seed=config.train.seed, frames=frames,
-                                embeds_titles=bool(item.text_embeddings or item.dual_head)))
+                                embeds_titles=_text_setting(config)))
     if prep.test is not None and len(prep.test) == 0:
         # likewise: the closing evaluation scored 0 users and wrote a table (and metrics.json) of NaN
         log.warning("test: none of its %s is usable (each names a user or item outside the run's vocabularies), so "
@@ -102,6 +101,12 @@ def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = 
                     "to the training loss")
     _warn_if_valid_within_train(config, prep, frames)
     return prep
+
+
+def _text_setting(config: RunConfig) -> str | None:
+    """The setting by which the item tower embeds item texts (the one the user set, named in messages), or None."""
+    item = config.model.item
+    return "model.item.dual_head" if item.dual_head else "model.item.text_embeddings" if item.text_embeddings else None
 
 
 def _rows_in(prep: Prepared, split: str) -> str:
@@ -227,10 +232,8 @@ def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None 
                         "model.item.text_embeddings=true (or model.item.dual_head=true); set one to embed these "
                         "columns, or drop data.item_text", ",".join(config.data.item_text))
         return None
-    if prep.item_meta is None:
-        from twotower.errors import ConfigError
-
-        raise ConfigError("model.item.text_embeddings needs an item table with a text column (data.items / data.item_text)")
+    if prep.item_meta is None:  # a Prepared made without prepare_data, which refuses this before reading the data
+        raise no_item_texts(_text_setting(config))
     cols = list(prep.sources.item_spec.text) if prep.sources.item_spec is not None and prep.sources.item_spec.text else []
     if not cols:
         from twotower.explain.names import title_column
@@ -240,8 +243,6 @@ def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None 
         title = title_column(prep.sources.title_col, prep.item_meta.columns)
         cols = [title] if title else []
     if not cols:
-        from twotower.errors import ConfigError
-
         raise ConfigError("no text column for item text embeddings: set data.item_text or data.title_col")
     texts = item_texts(prep.item_meta, cols)
     empty = [r for r, t in enumerate(texts) if not t.strip()]

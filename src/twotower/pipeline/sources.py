@@ -71,7 +71,7 @@ def column_map(cfg: DataConfig) -> ColumnMap:
 
 
 def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mapping[str, pd.DataFrame] | None = None,
-                 embeds_titles: bool = False) -> Sources:
+                 embeds_titles: bool | str = False) -> Sources:
     """Read and split according to ``cfg``.
 
     Precedence: explicit ``train`` (+ ``valid``/``test``) files, then a single
@@ -79,7 +79,8 @@ def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mappi
     any of those inputs (``path``, ``train``, ``valid``, ``test``, ``items``,
     ``users``) as DataFrames instead of files: each is read as its file would be
     (the same columns, checks and errors) and takes the place of that setting. ``embeds_titles``: the item
-    tower reads ``title_col`` through the text encoder (model.item.text_embeddings / dual_head).
+    tower reads ``title_col`` through the text encoder: the setting that asks for it (``"model.item.dual_head"``),
+    which its messages name, or True (``model.item.text_embeddings``).
     """
     if frames is not None and not isinstance(frames, Mapping):
         # frames=df read as "if frames:" failed with pandas' "truth value of a DataFrame is ambiguous"
@@ -88,6 +89,10 @@ def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mappi
     if frames:
         cfg = _with_frames(cfg, frames)
     _check_feature_tables(cfg)
+    text_setting = (embeds_titles if isinstance(embeds_titles, str) else
+                    "model.item.text_embeddings" if embeds_titles else None)
+    if text_setting is not None:
+        _check_item_texts_given(cfg, text_setting)
     _check_feature_columns(cfg)
     _check_split_inputs(cfg)
     _check_split_settings(cfg)
@@ -159,8 +164,8 @@ def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mappi
         users = _key_as(users, user_spec, "user_id", str(cfg.users), "data.user_key" if cfg.user_key else "data.user_col")
         user_spec = _rekey(user_spec, "user_id")
     _warn_unread_table(cfg.items, items, item_spec, "item", with_text=True,
-                       embedded=title_column(cfg.title_col, items.columns) if embeds_titles and items is not None
-                       else None)
+                       embedded=title_column(cfg.title_col, items.columns) if text_setting and items is not None
+                       else None, text_setting=text_setting)
     _warn_unread_table(cfg.users, users, user_spec, "user", with_text=False)
     if cfg.title_col is not None:  # checked like every other column, not ignored when misnamed
         if items is None:
@@ -240,18 +245,19 @@ def _with_frames(cfg: DataConfig, frames: Mapping[str, pd.DataFrame]) -> DataCon
 
 
 def _warn_unread_table(source: Any, table: pd.DataFrame | None, spec: FeatureSpec | None, who: str, *,
-                       with_text: bool, embedded: str | None = None) -> None:
+                       with_text: bool, embedded: str | None = None, text_setting: str | None = None) -> None:
     """A feature table given with no feature column named: the tower reads none of its columns, say so.
 
     `--items items.csv` alone (no data.item_multi=... ) trained an item tower without the genres, with no word.
-    ``embedded``: the title column the text encoder reads (it said "none" of the columns was read).
+    ``embedded``: the title column the text encoder reads (it said "none" of the columns was read), at
+    ``text_setting``'s asking.
     """
     if table is None or spec is None or spec.categorical or spec.numeric or spec.multi or spec.text:
         return
     keys = f"data.{who}_categorical / data.{who}_numeric / data.{who}_multi" + (" / data.item_text" if with_text else "")
     others = [str(c) for c in table.columns if c != f"{who}_id"]
     uses = "titles, metadata and catalogue only" if who == "item" else "nothing"
-    reads = "none" if embedded is None else f"only the text of {embedded!r} (model.item.text_embeddings)"
+    reads = "none" if embedded is None else f"only the text of {embedded!r} ({text_setting})"
     log.warning("data.%ss: no feature column is named (%s), so the %s tower reads %s of %s's columns (%s); "
                 "the table is %sused for %s", who, keys, who, reads,
                 source if isinstance(source, (str, os.PathLike)) else "the table",
@@ -296,6 +302,21 @@ def _check_feature_tables(cfg: DataConfig) -> None:
             continue
         raise ConfigError(f"{', '.join(given)} name columns of the {kind} feature table, but none is given: pass "
                           f"{flag} FILE (data.{kind}s), or drop these settings to train without {kind} features")
+
+
+def _check_item_texts_given(cfg: DataConfig, setting: str) -> None:
+    """ConfigError naming ``setting`` (model.item.text_embeddings / dual_head) when no item table gives the texts
+    it embeds, before the interactions are read: it came after them, and named model.item.text_embeddings to a
+    user who had set only model.item.dual_head. The named dataset brings its own item table."""
+    if cfg.items is not None or (cfg.train is None and cfg.path is None and cfg.dataset is not None):
+        return
+    raise no_item_texts(setting)
+
+
+def no_item_texts(setting: str) -> ConfigError:
+    """The refusal of ``setting`` (model.item.text_embeddings / dual_head) without an item table."""
+    return ConfigError(f"{setting}=true needs item texts: pass --items FILE (data.items) with a title or text column "
+                       f"(data.title_col / data.item_text), or set {setting}=false")
 
 
 def _check_feature_columns(cfg: DataConfig) -> None:
