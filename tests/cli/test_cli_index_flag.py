@@ -77,3 +77,46 @@ def test_a_short_similar_list_is_said_on_stderr_with_json_too(run_and_index, cap
     assert main(["similar", "--run", str(run), "--item", item, "--k", "10000", "--exact", "--json"]) == 0
     out = capsys.readouterr()
     assert "shortfall" in json.loads(out.out) and "fewer than k=10000 items are left" in out.err
+
+
+def _search_index_folder(tmp_path: Path) -> Path:
+    """A folder `twotower search index` wrote, as far as its meta.json says (what a vector index's reader sees)."""
+    folder = tmp_path / "sfidx"
+    folder.mkdir()
+    (folder / "meta.json").write_text(json.dumps({"format": 2, "kind": "search_index", "documents": 3, "files": {}}))
+    return folder
+
+
+@pytest.mark.parametrize("command", ["recommend", "similar", "index info"])
+def test_a_search_index_given_as_index_is_said_to_be_one(run_and_index, tmp_path, capsys, command):
+    # it was "meta.json: not an index meta.json (no meta_sha256); the file is corrupted; rebuild it with `twotower
+    # index build --run RUN --out sfidx`", a command `index build` then refused (the folder is no vector index)
+    run, _ = run_and_index
+    folder = _search_index_folder(tmp_path)
+    what = {"recommend": ["--user", "u1"], "similar": ["--item", "i1"], "index info": []}[command]
+    assert main([*command.split(), "--run", str(run), *what, "--index", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder} is a search index (from `twotower search index`), not a vector index" in err, err
+    assert "corrupted" not in err and f"--out {folder}" not in err, err
+    assert f"`twotower index build --run {run}`" in err, err
+
+
+def test_serve_says_a_search_index_given_as_index_goes_to_search_index(run_and_index, tmp_path, capsys):
+    run, _ = run_and_index
+    folder = _search_index_folder(tmp_path)
+    assert main(["serve", "--run", str(run), "--index", str(folder), "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert (f"--index {folder}: {folder} is a search index (from `twotower search index`), not a vector index; "
+            "give it to --search-index") in err, err
+
+
+def test_python_says_a_search_index_is_no_vector_index(run_and_index, tmp_path):
+    import twotower as tt
+    from twotower.errors import ConfigError
+
+    run, _ = run_and_index
+    folder = _search_index_folder(tmp_path)
+    with pytest.raises(ConfigError, match="is a search index .* not a vector index .*exact=True"):
+        tt.recommend(tt.TrainedRun.load(run), ["u1"], index=folder)
+    with pytest.raises(ConfigError, match=r"is a search index \(from `twotower search index`\), not a vector index"):
+        tt.load_index(folder)

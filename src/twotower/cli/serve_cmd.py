@@ -241,6 +241,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.exact and args.index:
         raise ConfigError("--exact ranks the whole catalogue exactly; --index names an index to serve from: "
                           "use one or the other")
+    _refuse_search_index_as_index(args.index)
     from twotower.cli.search_cmd import rerank_settings
 
     rerank = rerank_settings(args)  # --rerank-backend checked (and warned about without --rerank) before the load
@@ -257,6 +258,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _load_and_serve(args, settings, rerank, sockets)
     finally:  # a load that failed (or a stop before serving) leaves no port bound; uvicorn closed them otherwise
         close_all(sockets)
+
+
+def _refuse_search_index_as_index(index: str | None) -> None:
+    """--index names the run's vector index: a search index there was called corrupted once the run had loaded, with
+    a rebuild into that folder which `index build` refused, where --search-index was meant."""
+    if index is None:
+        return
+    from twotower.errors import ConfigError
+    from twotower.index.storage import other_artefact
+    from twotower.search.artefacts import is_search_index
+
+    other = other_artefact(index)
+    if other is not None:
+        where = "give it to --search-index" if is_search_index(index) else "a search index is served with --search-index"
+        raise ConfigError(f"--index {index}: {index} is {other}, not a vector index; {where}")
 
 
 def _load_and_serve(args: argparse.Namespace, settings: Any, rerank: Any, sockets: list[Any]) -> int:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from twotower.index.base import VectorIndex
 
 __all__ = ["save_index", "load_index", "fingerprint_arrays", "read_meta", "is_index_dir", "is_damaged_index_dir",
-           "FORMAT_VERSION"]
+           "other_artefact", "FORMAT_VERSION"]
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,9 @@ def read_meta(directory: str | Path) -> dict[str, Any]:
             "index directory", str(directory), "no meta.json there; build one with `twotower index build --run DIR`"
         )
     meta = read_json(path)
+    other = _other_kind(meta)
+    if other is not None:  # a sound file of another kind: "corrupted; rebuild it" sent the user to replace it
+        raise ConfigError(f"{directory} is {other}, not a vector index (from `twotower index build`)")
     if not isinstance(meta, dict) or "meta_sha256" not in meta:
         raise IntegrityError(f"{path}: not an index meta.json (no meta_sha256); the file is corrupted")
     body = {k: v for k, v in meta.items() if k != "meta_sha256"}
@@ -168,6 +171,27 @@ def is_index_dir(directory: str | Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(meta, dict) and "meta_sha256" in meta and "backend" in meta
+
+
+#: the other artefacts that keep a meta.json, by its ``kind``: what each is, said where a vector index was expected
+_OTHER_KINDS = {
+    "search_index": "a search index (from `twotower search index`)",
+    "bm25": "a BM25 index (the text half of a search index, from `twotower search index`)",
+}
+
+
+def other_artefact(directory: str | Path) -> str | None:
+    """What ``directory`` holds when its meta.json is another artefact's (a search index's), in words; else None."""
+    try:
+        return _other_kind(json.loads((Path(directory) / META).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
+
+
+def _other_kind(meta: Any) -> str | None:
+    if not isinstance(meta, dict) or "meta_sha256" in meta or not isinstance(meta.get("kind"), str):
+        return None
+    return _OTHER_KINDS.get(meta["kind"])
 
 
 def is_damaged_index_dir(directory: str | Path) -> bool:

@@ -27,7 +27,7 @@ from twotower.utils.arguments import check_flag, check_ids, is_id_list
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.autotune import params_text
 from twotower.index.content_check import check_contents
-from twotower.index.storage import is_damaged_index_dir, read_meta, read_tuning
+from twotower.index.storage import is_damaged_index_dir, other_artefact, read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
                                          rebuild_command, refuse_empty_history)
 from twotower.pipeline.refusals import (
@@ -48,6 +48,7 @@ from twotower.results import Results, answer_score
 from twotower.serving.settings import ServiceSettings, checked_filter_exact_max  # the service's defaults, once
 from twotower.utils.progress import RateLog
 from twotower.utils.run_folder import other_runs_index
+from twotower.utils.shell import shell_arg
 from twotower.utils.wording import plural
 
 log = logging.getLogger(__name__)
@@ -226,6 +227,7 @@ def open_served_index(
         index.model_fingerprint = fp
         why = exact_flag if exact else "no index built; `twotower index build` makes one"
         return ServedIndex(index, f"exact search over {run.n_items:,} items ({why})", None)
+    _refuse_other_artefact(run, index_dir, exact_flag)
     try:
         _check_index_model(run, index_dir, fp, exact_flag)
         tune = read_tuning(index_dir)  # read (and checked) once: it says both whether and what was measured
@@ -289,6 +291,21 @@ def with_build_command(error: NotFoundError, run: TrainedRun, index_dir: Path) -
     hint = str(error)[len(str(NotFoundError(error.kind, error.id))) + 2:-1]  # the "(...)" after "unknown KIND 'ID'"
     return NotFoundError(error.kind, error.id,
                          hint.replace(_GENERIC_BUILD, f"build one with `{rebuild_command(run.dir, index_dir)}`"))
+
+
+def _refuse_other_artefact(run: TrainedRun, index_dir: Path, exact_flag: str = "--exact") -> None:
+    """ConfigError when ``index_dir`` holds another artefact than a vector index (a search index): its meta.json was
+    called corrupted, with a rebuild into that very folder, which `index build` then refused as no vector index."""
+    other = other_artefact(index_dir)
+    if other is None:
+        return
+    own = Path(run.dir) / "index"
+    if index_dir.resolve() == own.resolve():  # the run's own folder holds it: a vector index goes elsewhere
+        way = f"build one in another folder with `twotower index build --run {shell_arg(run.dir)} --out DIR`"
+    else:
+        way = (f"the run's own ({own}, built by `twotower index build --run {shell_arg(run.dir)}`) is read when no "
+               "index is named")
+    raise ConfigError(f"{index_dir} is {other}, not a vector index of the run's items; {way}" + exact_hint(exact_flag))
 
 
 def _check_index_model(run: TrainedRun, index_dir: Path, fp: str, exact_flag: str = "--exact") -> None:
