@@ -75,6 +75,43 @@ def test_over_the_time_budget_is_503_with_a_message(make_client):
     assert err["type"] == "over_time_budget" and "explain_k" in err["message"] and "Traceback" not in r.text
 
 
+@pytest.mark.parametrize(("path", "body", "said"), [
+    ("/recommend", {"user_id": "u1"}, []),
+    ("/explain", {"user_id": "u1", "item_id": "i1"}, []),
+    ("/similar-items", {"item_id": "i1"}, []),
+    ("/recommend", {"user_id": "u1", "k": 30, "filters": {"genres": ["Comedy"]}},
+     ["ask for fewer items (k=30)", "send fewer filter values"]),
+    ("/recommend", {"user_id": "u1", "explain": True}, ["ask for a smaller explain_k or no explain"]),
+    ("/recommend/batch", {"requests": [{"user_id": "u1"}, {"history": ["i1", "i2"]}]},
+     ["send fewer requests per batch (2)", "send shorter histories"]),
+    ("/explain", {"history": ["i1", "i2"], "item_id": "i3"}, ["send a shorter history"]),
+])
+def test_the_503_names_only_what_the_request_held(make_client, monkeypatch, path, body, said):
+    """A known user's request at the default k was told "ask for fewer items, fewer filter values, a smaller
+    explain_k, fewer requests per batch, or no explain", and POST /explain without a history to "send a shorter
+    history": things it never sent. It now names what it sent that it could ask less of, and the server's budget."""
+    from twotower.serving import budget as budget_mod
+
+    clock = [0.0]
+
+    def ticking() -> float:  # every read of the clock is a second later: any request runs over
+        clock[0] += 1.0
+        return clock[0]
+
+    monkeypatch.setattr(budget_mod, "monotonic", ticking)
+    r = make_client(time_budget_s=0.5).post(path, json=body)
+    assert r.status_code == 503, r.text
+    message = r.json()["error"]["message"]
+    advice = message.split("and was abandoned; ", 1)[1]
+    assert advice.endswith("start the server with a larger --time-budget"), message
+    for words in said:
+        assert words in advice, (words, message)
+    every = ("fewer items", "filter values", "explain", "per batch", "histor")
+    assert [w for w in every if w in advice] == [w for w in every if any(w in s for s in said)], message
+    if not said:
+        assert advice.startswith("the request holds nothing to ask less of"), message
+
+
 def test_work_stops_when_the_client_disconnects(service, monkeypatch):
     """A client that leaves right after sending the batch: the explanations are abandoned, not all computed."""
     import twotower.explain

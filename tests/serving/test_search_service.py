@@ -93,6 +93,12 @@ def test_past_the_time_budget_search_is_503_naming_what_to_ask_for(index, monkey
     err = r.json()["error"]
     assert err["type"] == "over_time_budget" and "rerank_top" in err["message"]
     assert model.pairs == 0  # abandoned before the cross-encoder ran
+    with _client(index, model, time_budget_s=5) as c:  # it named rerank_top and rerank to a request without them
+        r = c.post("/search", json={"query": "sleep", "k": 15})
+    assert r.status_code == 503
+    message = r.json()["error"]["message"]
+    assert "rerank" not in message and message.endswith(
+        "ask for a smaller k (k=15), or start the server with a larger --time-budget"), message
 
 
 class LeavingModel(CountingModel):

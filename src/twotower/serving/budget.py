@@ -9,11 +9,24 @@ it raises :class:`ClientGone` and the worker thread stops at the next step.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from time import monotonic  # imported by name so a test can fake this clock alone (not asyncio's)
 
 from twotower.errors import TwoTowerError
 
-__all__ = ["WorkBudget", "BudgetExceeded", "ClientGone"]
+__all__ = ["WorkBudget", "BudgetExceeded", "ClientGone", "ask_instead"]
+
+#: the way out whatever the request held: the deadline is the server's own
+LARGER_BUDGET = "start the server with a larger --time-budget"
+
+
+def ask_instead(asks: Sequence[str]) -> str:
+    """What a 503 says to do instead: ``asks``, what the request held that it could ask less of (each a clause:
+    ``"send fewer filter values"``), then the larger budget. A fixed list named filters, explain_k, batches and
+    explain to a request that sent none of them."""
+    if not asks:
+        return f"the request holds nothing to ask less of: {LARGER_BUDGET}"
+    return ", ".join(asks) + f", or {LARGER_BUDGET}"
 
 
 class BudgetExceeded(TwoTowerError):
@@ -27,8 +40,8 @@ class ClientGone(TwoTowerError):
 class WorkBudget:
     """A deadline (started by :meth:`start`, in the worker) and a flag the event loop sets on disconnect."""
 
-    #: what to ask for instead, in the 503 message (a route with other knobs passes its own)
-    HINT = "ask for fewer items, fewer filter values, a smaller explain_k, fewer requests per batch, or no explain"
+    #: what to do instead, in the 503 message (a route passes what its request could ask less of: ask_instead)
+    HINT = ask_instead(())
 
     def __init__(self, seconds: float, what: str = "this request", hint: str = HINT) -> None:
         self.seconds = float(seconds)

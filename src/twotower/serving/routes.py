@@ -25,7 +25,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from twotower.errors import NotFoundError
 from twotower.serving.json_body import UniqueKeysRoute
 from twotower.serving.schemas import ERROR_RESPONSES
-from twotower.serving.budget import WorkBudget
+from twotower.serving.budget import WorkBudget, ask_instead
 from twotower.serving.errors import json_bytes
 from twotower.serving.examples import example_ids
 from twotower.serving.middleware import service_metric_lines
@@ -74,16 +74,39 @@ def _found_or_moved(request: Request, path_id: str, look_up: Callable[[str], Any
         return moved
 
 
-#: what POST /explain's 503 says to ask for instead (its one knob is the history)
-EXPLAIN_HINT = "send a shorter history (the user tower reads at most its newest model.user.history_len items)"
-#: POST /recommend(/batch)'s 503 when a request carried an ad-hoc history (a sequence tower's pass grows with it)
-HISTORY_HINT = f"{WorkBudget.HINT}, or send shorter histories (the user tower reads at most its newest " \
-               "model.user.history_len items)"
+#: why a sent history is worth shortening (a sequence tower's pass grows with it), said beside that advice
+HISTORY_LEN_NOTE = "the user tower reads at most its newest model.user.history_len items"
 
 
-def recommend_hint(reqs: Sequence[RecRequest]) -> str:
-    """What a /recommend 503 says to ask for instead: shorter histories too when a request sent one."""
-    return HISTORY_HINT if any(r.history for r in reqs) else WorkBudget.HINT
+def recommend_hint(reqs: Sequence[RecRequest], default_k: int) -> str:
+    """What a /recommend(/batch) 503 says to ask less of: only what the requests held (a known user's request at the
+    default k was told of filters, explain_k, batches and explain it never sent)."""
+    asks = []
+    k = max(r.k or default_k for r in reqs)
+    if k > default_k:
+        asks.append(f"ask for fewer items (k={k})")
+    if any(r.filters for r in reqs):
+        asks.append("send fewer filter values")
+    explained = [r.explain_k or 1 for r in reqs if r.explain]
+    if explained:
+        asks.append("ask for a smaller explain_k or no explain" if max(explained) > 1 else "ask for no explain")
+    if len(reqs) > 1:
+        asks.append(f"send fewer requests per batch ({len(reqs)})")
+    if any(r.history for r in reqs):
+        asks.append(f"send shorter histories ({HISTORY_LEN_NOTE})")
+    return ask_instead(asks)
+
+
+def similar_hint(k: int, filters: Any, default_k: int) -> str:
+    """What a /similar-items 503 says to ask less of (its filters scan the catalogue; a larger k lists more)."""
+    return ask_instead([*([f"ask for fewer items (k={k})"] if k > default_k else []),
+                        *(["send fewer filter values"] if filters else [])])
+
+
+def explain_hint(history: Sequence[str] | None) -> str:
+    """What a /explain 503 says to ask less of: a sent history (its variants are the work); a known user's is
+    the run's, nothing the request can shorten."""
+    return ask_instead([f"send a shorter history ({HISTORY_LEN_NOTE})"] if history else [])
 
 
 #: get_service's 503 when the app's startup never ran: "still loading" sent a caller waiting for a load that
@@ -236,9 +259,11 @@ def build_router(s: Schemas) -> APIRouter:
         """Top-k items for a known user or an ad-hoc history."""
         service = get_service(request)
         refuse_empty_histories(service, [body], batch=False)
-        reqs = [_rec(body, request.app.state.settings.explain_k)]
+        settings = request.app.state.settings
+        reqs = [_rec(body, settings.explain_k)]
         return Response(await run_budgeted(request, answer_json, service, reqs, batch=False,
-                                           budget_hint=recommend_hint(reqs)), media_type="application/json")
+                                           budget_hint=recommend_hint(reqs, settings.default_k)),
+                        media_type="application/json")
 
     @router.post("/recommend/batch", response_model=s.BatchResponse, tags=["recommend"])
     async def recommend_batch(body: BatchRequest, request: Request) -> Response:  # type: ignore[valid-type]
@@ -246,10 +271,11 @@ def build_router(s: Schemas) -> APIRouter:
         service = get_service(request)
         bodies = body.requests  # type: ignore[attr-defined]
         refuse_empty_histories(service, bodies, batch=True)
-        default = request.app.state.settings.explain_k
-        reqs = [_rec(r, default) for r in bodies]
+        settings = request.app.state.settings
+        reqs = [_rec(r, settings.explain_k) for r in bodies]
         return Response(await run_budgeted(request, answer_json, service, reqs, batch=True,
-                                           budget_hint=recommend_hint(reqs)), media_type="application/json")
+                                           budget_hint=recommend_hint(reqs, settings.default_k)),
+                        media_type="application/json")
 
     @router.post("/similar-items", response_model=s.SimilarResponse, tags=["items"])
     async def similar_items(body: SimilarRequest, request: Request) -> Response:  # type: ignore[valid-type]
@@ -261,7 +287,8 @@ def build_router(s: Schemas) -> APIRouter:
             budget.check()
             return service.similar_items(b.item_id, b.k, b.filters, exclude_items=b.exclude_items, check=budget.check)
 
-        return json_response(await run_budgeted(request, similar, budget_hint="send fewer filter values"))
+        hint = similar_hint(b.k, b.filters, request.app.state.settings.default_k)
+        return json_response(await run_budgeted(request, similar, budget_hint=hint))
 
     @router.post("/explain", response_model=s.ExplainResponse, tags=["recommend"])
     async def explain(body: ExplainRequest, request: Request) -> Response:  # type: ignore[valid-type]
@@ -277,7 +304,7 @@ def build_router(s: Schemas) -> APIRouter:
                                    check=budget.check, top=b.top, method=b.method)
 
         # a sequence tower's pass grows with the history it reads (a 500-item one: 0.7 s idle, 3.0 s loaded)
-        return json_response(await run_budgeted(request, one, budget_hint=EXPLAIN_HINT))
+        return json_response(await run_budgeted(request, one, budget_hint=explain_hint(history)))
 
     @router.get("/items/{item_id:path}", response_model=s.ItemResponse, tags=["items"])
     async def item(item_id: PathId, request: Request) -> Response:

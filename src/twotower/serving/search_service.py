@@ -221,6 +221,15 @@ def _on_threads(search: Callable[..., T], threads: int) -> Callable[..., T]:
     return run
 
 
+def _search_hint(k: int, rerank: bool, default_k: int) -> str:
+    """What a /search 503 says to ask less of: a k past the default, the reranking asked for (it named rerank_top
+    and rerank to a request that sent neither)."""
+    from twotower.serving.budget import ask_instead
+
+    return ask_instead([*([f"ask for a smaller k (k={k})"] if k > default_k else []),
+                        *(["ask for a smaller rerank_top or no rerank"] if rerank else [])])
+
+
 def build_search_router(settings: ServiceSettings) -> APIRouter:
     default_top = min(SearchConfig.rerank_top, settings.max_k)
 
@@ -297,6 +306,6 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         return json_response(await run_budgeted(
             request, _on_threads(service.search, settings.threads), body.query, body.k, body.mode, body.rerank,
             default_top if body.rerank_top is None else body.rerank_top,
-            budget_hint="ask for a smaller k, a smaller rerank_top, or no rerank"))
+            budget_hint=_search_hint(body.k, body.rerank, min(SearchConfig.k, settings.max_k))))
 
     return router
