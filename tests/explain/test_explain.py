@@ -412,7 +412,8 @@ def test_numpy_integers_are_taken_for_top_as_for_the_rows(mean_run) -> None:
     got = explain_recommendation(mean_run, user_row=np.int64(3), item_row=np.int64(item), top=np.int64(2))
     assert got == explain_recommendation(mean_run, user_row=3, item_row=int(item), top=2)
     assert len(got["history"]) == 2
-    with pytest.raises(ConfigError, match=r"explain top: expected an integer >= 0, got np.int64\(-1\)"):
+    # the words of `explain --top -1` and POST /explain's top=-1 now (pipeline/refusals.top_refusal), the value as a number
+    with pytest.raises(ConfigError, match=r"explain top: must be at least 0 \(history items listed\), got -1$"):
         explain_recommendation(mean_run, user_row=3, item_row=item, top=np.int64(-1))
 
 

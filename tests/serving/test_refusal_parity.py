@@ -168,3 +168,26 @@ def test_every_unknown_history_id_of_an_explanation_is_named_in_one_wording(run_
     py = _core(_py(lambda: tt.explain_by_id(run, history=history, item_id="i3")), "history[1]")
     assert cli == http == py == ("unknown item 'nope' (not among the 60 known items); "
                                  "the history holds 2 unknown ids: 'nope', 'nope2'")
+
+
+def test_explains_top_has_one_bound_and_one_wording(run_dir, run, client, capsys) -> None:
+    """POST /explain refused top=501 ("Input should be less than or equal to 500": the server's max_history, the
+    longest history a request may send) where `explain --top 501` and tt.explain_by_id(top=501) listed the whole
+    window, and said top=-1 in pydantic's words. The answer lists at most the user tower's window whatever top is,
+    so no surface bounds it above; below, one wording."""
+    import json
+
+    from twotower.cli.main import main
+
+    cli = _core(_cli(capsys, "explain", "--run", str(run_dir), "--user", "u1", "--item", "i3", "--top", "-1"), "--top")
+    http = _core(_http(client, "/explain", {"user_id": "u1", "item_id": "i3", "top": -1}), "body.top")
+    py = _core(_py(lambda: tt.explain_by_id(run, user_id="u1", item_id="i3", top=-1)), "explain top")
+    assert cli == http == py == "must be at least 0 (history items listed), got -1"
+    capsys.readouterr()
+    assert main(["explain", "--run", str(run_dir), "--user", "u1", "--item", "i3", "--top", "501", "--json"]) == 0
+    cli_listed = json.loads(capsys.readouterr().out)["history"]
+    r = client.post("/explain", json={"user_id": "u1", "item_id": "i3", "top": 501})
+    assert r.status_code == 200, r.text
+    http_listed = r.json()["explanation"]["history"]
+    py_listed = tt.explain_by_id(run, user_id="u1", item_id="i3", top=501)["history"]
+    assert len(cli_listed) == len(http_listed) == len(py_listed) == r.json()["explanation"]["history_window"] > 0

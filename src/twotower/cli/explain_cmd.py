@@ -111,10 +111,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     history = None if args.history is None else parse_id_list(args.history, "--history")
     # the rule and words of POST /explain and tt.explain_by_id; a run with user features decides once loaded
     refuse_empty_history_early(history, args.run)
-    from twotower.cli.flags import check_range
+    from twotower.pipeline.refusals import top_refusal
 
-    # named as the flag, before the run loads (was "explain top: ..." after it)
-    check_range("--top", args.top, 0, why="history items listed")
+    # named as the flag, before the run loads (was "explain top: ..." after it); the rule of POST /explain and Python
+    if (why := top_refusal(args.top)) is not None:
+        raise ConfigError(f"--top: {why}")
     if args.history_from and history is not None:  # the rule and words of `recommend`
         raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
                           "user: use one or the other")

@@ -303,8 +303,12 @@ def explain_recommendations(
     """
     check_loaded_run(run, "explain")
     # a numpy integer as the rows take one (user_row=np.int64(5) was read, top=np.int64(3) refused)
-    if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 0:
+    if isinstance(top, bool) or not isinstance(top, (int, np.integer)):
         raise ConfigError(f"explain top: expected an integer >= 0, got {top!r}")
+    from twotower.pipeline.refusals import top_refusal
+
+    if (why := top_refusal(top)) is not None:  # the words of `explain --top` and POST /explain
+        raise ConfigError(f"explain top: {why}")
     top = int(top)
     if user_row is None and history_rows is None:
         raise ConfigError("explain needs a user: pass user_row (a known user) or history_rows (an ad-hoc history)")

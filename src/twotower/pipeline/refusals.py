@@ -35,7 +35,7 @@ USER_LIST = "user list"  # `recommend --users`, tt.recommend's user_ids
 ITEM_LIST = "item list"  # `similar --items`, tt.similar's item_ids
 ITEM_ID_FILTER = "item_id filter"  # filters.item_id (`--filter item_id=...`)
 
-__all__ = ["COUNT_NOT_TEXT", "k_refusal", "range_refusal", "number_words", "filters_shape_refusal", "filter_values_refusal", "id_list_refusal", "user_features_shape_refusal", "python_type_words", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "EMPTY_ID", "empty_user_id_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
+__all__ = ["COUNT_NOT_TEXT", "k_refusal", "range_refusal", "top_refusal", "number_words", "filters_shape_refusal", "filter_values_refusal", "id_list_refusal", "user_features_shape_refusal", "python_type_words", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "EMPTY_ID", "empty_user_id_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
            "hint_unknown_user", "unknown_user_hint", "UNKNOWN_USER_HINT", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown", "USER_LIST", "ITEM_LIST",
            "ITEM_ID_FILTER"]
 
@@ -212,6 +212,15 @@ def range_refusal(value: Any, lo: Any = None, hi: Any = None, *, lo_open: bool =
     else:
         said = low or high or "a number"
     return f"must be {said}{f' ({why})' if why else ''}, got {number_words(value)}"
+
+
+def top_refusal(top: Any) -> str | None:
+    """None when ``top`` (explain's history items listed) is an integer >= 0, else why not: ``must be at least 0
+    (history items listed), got -1``, the words of `explain --top`, POST /explain's ``top`` and tt.explain_by_id. No
+    upper bound: past the user tower's window (at most model.user.history_len items) the whole window is listed, so
+    the answer is bounded by the run; POST /explain alone refused past 500 (serve --max-history, a request's longest
+    history), where the CLI and Python listed the window."""
+    return range_refusal(top, 0, why="history items listed")
 
 
 def empty_history_refusal(feature_columns: Sequence[str] = (), features_field: str = "user_features") -> str:

@@ -52,6 +52,7 @@ from twotower.pipeline.refusals import (
     id_list_refusal,
     k_refusal,
     too_long,
+    top_refusal,
     too_many,
     user_features_shape_refusal,
 )
@@ -288,6 +289,10 @@ def _validation_details(exc: RequestValidationError, path: str = "", max_k: int 
             # the words of `recommend --k` and tt.recommend (pipeline/refusals.py), the bound named as this server's
             upper = err.get("ctx", {}).get("le", MAX_K)
             msg = k_refusal(err.get("input"), upper, server_setting=_BOUND_BY[loc[-1]]) or msg
+        elif err.get("type") == "greater_than_equal" and loc and loc[-1] == "top":
+            # /explain's top: pydantic's "Input should be greater than or equal to 0" named no value; the words of
+            # `explain --top` and tt.explain_by_id
+            msg = top_refusal(err.get("input")) or msg
         elif err.get("type") == "too_short" and loc and loc[-1] == "history":
             # the words of `recommend --history` and tt.recommend; on a run with user features, that they alone serve
             # a user with no history yet (routes.refuse_empty_histories)

@@ -240,9 +240,12 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         user_features: UserFeatures = None
         item_id: Id
         # the CLI's --top and --method and tt.explain_by_id(top=, method=): the service refused them as unknown fields
-        top: Annotated[int, Field(ge=0, le=settings.max_history, strict=True)] = Field(
-            5, description=f"history items listed, largest contribution first (0..{settings.max_history}; "
-                           "the sentence reads every item whatever this is)")
+        # no upper bound, as `explain --top` and tt.explain_by_id(top=): the answer lists at most the user tower's
+        # window (model.user.history_len items) whatever top is; 500 (max_history) refused what those listed
+        top: Annotated[int, Field(ge=0, strict=True)] = Field(
+            5, description="history items listed, largest contribution first (0 or more; past the user tower's "
+                           "window, at most model.user.history_len items, the whole window is listed; the sentence "
+                           "reads every item whatever this is)")
         method: Literal["loo", "gradxinput"] = Field(
             "loo", description="loo: each item's contribution is the score lost when it is deleted from the history "
                                "(exact); gradxinput: the first-order gradient x input estimate")
