@@ -21,6 +21,29 @@ def test_lone_surrogate_id_is_422_naming_the_field_not_500(client, path, body):
     assert "surrogate" in err["message"] and err["details"][0]["loc"][0] == "body"
 
 
+@pytest.mark.parametrize(("path", "body", "where", "said"), [
+    ("/recommend", b'{"user_id": "\\udfff"}', "body.user_id", "an id must be valid Unicode text (it holds the lone "
+                                                              "surrogate \\udfff)"),
+    ("/recommend", b'{"user_id": "u1", "filters": {"genres": ["x\\udc00"]}}', "body.filters.genres[0]",
+     "a filter value must be valid Unicode text (it holds the lone surrogate \\udc00)"),
+    ("/recommend", b'{"user_id": "u1", "filters": {"\\ud800": ["x"]}}', "body.filters",
+     "a field name must be valid Unicode text (it holds the lone surrogate \\ud800)"),
+    ("/recommend", b'{"history": ["i1"], "user_features": {"a\\udbff": 1}}', "body.user_features",
+     "a column name must be valid Unicode text (it holds the lone surrogate \\udbff)"),
+    ("/recommend", b'{"user_id": "u1", "\\ud800": 1}', "body",
+     "a field name must be valid Unicode text (it holds the lone surrogate \\ud800)"),
+    ("/recommend/batch", b'{"requests": [{"user_id": "u1", "\\ud800": 1}]}', "body.requests[0]",
+     "a field name must be valid Unicode text (it holds the lone surrogate \\ud800)"),
+])
+def test_a_lone_surrogate_is_named_as_sent_and_where(client, path, body, where, said):
+    """A key holding one was answered 'body.filters.<the key, garbled>.[key]: Input should be a valid string, unable
+    to parse raw data as a unicode string' (the key itself in the path, which UTF-8 cannot carry), and an id's
+    refusal said "such as \\ud800" whatever was sent (\\udfff too)."""
+    r = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["message"] == f"{where}: {said}"
+
+
 def test_error_bodies_stay_valid_json_for_unencodable_text():
     from twotower.errors import NotFoundError
     from twotower.serving.errors import error_response

@@ -58,7 +58,7 @@ from twotower.pipeline.refusals import (
 )
 from twotower.serving.budget import BudgetExceeded, ClientGone
 from twotower.serving.examples import STATIC_IDS, body_examples
-from twotower.serving.schemas import float_in_words
+from twotower.serving.schemas import float_in_words, surrogate_refusal
 from twotower.serving.settings import ServiceSettings
 from twotower.utils.unique_keys import DuplicateKey
 
@@ -243,6 +243,11 @@ def _empty_words(loc: list[str]) -> str:
     return _EMPTY_AT.get(loc[-1] if loc else "", "is empty; send at least 1 character")
 
 
+def _is_request_object(loc: list[str]) -> bool:
+    """``loc`` is a request body's own place: the body, or a batch's request (``body.requests.2``)."""
+    return loc == ["body"] or (len(loc) == 3 and loc[:2] == ["body", "requests"] and loc[2].isdigit())
+
+
 def _validation_details(exc: RequestValidationError, path: str = "", max_k: int = MAX_K,
                         explain_k: int = ServiceSettings.explain_k,
                         body_model: type[BaseModel] | None = None) -> list[dict[str, Any]]:
@@ -312,6 +317,14 @@ def _validation_details(exc: RequestValidationError, path: str = "", max_k: int 
                 msg = too_long(upper, n, "a column name" if loc[-1:] == ["user_features"] else "a field name")
             else:
                 msg = too_long(upper, n)
+        elif err.get("type") == "string_unicode" and (loc[-1:] == ["[key]"] or _is_request_object(loc)):
+            # a key holding a lone surrogate: pydantic's "unable to parse raw data as a unicode string", at a place
+            # naming the key itself, which no UTF-8 answer can hold ("body.filters.\ufffd\ufffd\ufffd.[key]"), or
+            # at the request object whose field name it is
+            loc = loc[:-2] if loc[-1:] == ["[key]"] else loc
+            got = err.get("input")
+            msg = surrogate_refusal(got if isinstance(got, str) else "",
+                                    "a column name" if loc[-1:] == ["user_features"] else "a field name")
         elif err.get("type") == "list_type" and len(loc) >= 2 and loc[-2] == "filters":
             # a field's values that are no list ({"genres": "Comedy"}): the words of tt.recommend and the service
             msg = filter_values_refusal(loc[-1], _sent(err.get("input")), err.get("input"))

@@ -17,7 +17,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool,
 from twotower.serving.settings import (MAX_FIELD_NAME_CHARS, MAX_FILTER_FIELDS, MAX_FILTER_VALUES, MAX_ID_CHARS,
                                        MAX_USER_FEATURES, ServiceSettings)
 
-__all__ = ["make_schemas", "Schemas", "coerce_id", "HealthResponse", "MAX_ID_CHARS", "ERROR_RESPONSES", "ErrorResponse"]
+__all__ = ["make_schemas", "Schemas", "coerce_id", "surrogate_refusal", "HealthResponse", "MAX_ID_CHARS", "ERROR_RESPONSES", "ErrorResponse"]
 
 
 def float_in_words(got: float) -> str:
@@ -38,6 +38,14 @@ def float_in_words(got: float) -> str:
 
 #: the JSON type of a value that is neither text nor a number, in words (the value itself is never echoed)
 _OTHER_JSON_TYPES = {type(None): "null", list: "an array", dict: "an object"}
+
+
+def surrogate_refusal(text: str, what: str = "an id") -> str:
+    """Why ``text`` (``what``: ``"an id"``, ``"a field name"``) is refused: it holds a lone surrogate, named as JSON
+    escapes it (the answer said "such as \\ud800" whatever was sent, \\udfff too)."""
+    lone = next((c for c in text if "\ud800" <= c <= "\udfff"), None)
+    which = f"the lone surrogate \\u{ord(lone):04x}" if lone is not None else "a lone surrogate"
+    return f"{what} must be valid Unicode text (it holds {which})"
 
 
 def coerce_id(value: Any, what: str = "an id") -> Any:
@@ -61,7 +69,7 @@ def coerce_id(value: Any, what: str = "an id") -> Any:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise ValueError("an id must be valid Unicode text (it holds a lone surrogate such as \\ud800)") from None
+            raise ValueError(surrogate_refusal(value, what)) from None
         return value.strip()
     return value
 
