@@ -1,76 +1,193 @@
 """History items without training interactions: the user tower has not learned them (a pooled tower's own table
-keeps their initial random rows), yet explanations named them as reasons ("Because you watched Time Tracers (1995)
-and Great Day in Harlem, A (1994)", both such items) and `recommend --history` used them without a word."""
+keeps their initial random rows, a sequence tower's tied ID table their zeroed ones), yet explanations named them
+as reasons ("Because you watched Time Tracers (1995) and Great Day in Harlem, A (1994)", both such items) and
+`recommend --history` used them without a word.
+
+Then the warning said they "carry no learned signal into the list or the score" while their untrained rows were
+pooled in and changed the list (MovieLens-100K: `--history 181` and `--history 2001,2002,181` shared none of their
+top 4). Now every surface leaves them out of what the user tower reads: the list of [cold + trained] is the list of
+[trained] (less the cold items, still excluded as seen), and a history of cold items alone reads as an empty one."""
 from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.explain.explain_tiny_run import train_tiny_run, write_tiny_data
-from twotower.explain import explain_recommendation
+import twotower as tt
+from tests.explain.explain_tiny_run import N_ITEMS, train_tiny_run, write_tiny_data
+from twotower.errors import ConfigError
+from twotower.explain import explain_by_id, explain_recommendation
 from twotower.pipeline.artifacts import TrainedRun
 
 COLD = ("i30", "i31")
+K = 5
 
 
 NOTE = "history: 2 of its items had no training interactions ('i30', 'i31'): the user tower has not learned them"
+LEFT_OUT = "so it leaves them out of the history it reads; the list and the score rest on the other items"
+ALL_COLD = ("every item had no training interactions ('i30', 'i31'): the user tower has not learned them and leaves "
+            "them out, so the history it reads is empty")
 
 
-@pytest.fixture(scope="module")
-def cold_run(tmp_path_factory) -> TrainedRun:
-    tmp_path = tmp_path_factory.mktemp("cold_history")
+def _cold_run(tmp_path_factory, history: str, **kw) -> TrainedRun:
+    tmp_path = tmp_path_factory.mktemp(f"cold_history_{history}")
     data = tmp_path / "run_data"
     write_tiny_data(data)
     for name in ("train.csv", "valid.csv"):  # the items stay in the item table, with no interactions
         rows = pd.read_csv(data / name)
         rows[~rows.item_id.isin(COLD)].to_csv(data / name, index=False)
-    return TrainedRun.load(train_tiny_run(tmp_path / "run", history="recency", epochs=1, write_data=False))
+    return TrainedRun.load(train_tiny_run(tmp_path / "run", history=history, epochs=1, write_data=False, **kw))
 
 
-def test_cold_history_items_are_flagged_never_named_and_warned_about(cold_run, capsys) -> None:
+@pytest.fixture(scope="module")
+def cold_run(tmp_path_factory) -> TrainedRun:
+    """Recency pooling over the tower's own history table, with a user feature (age)."""
+    return _cold_run(tmp_path_factory, "recency", user_features=True)
+
+
+def _listed(items: list[dict]) -> list[tuple[str, float]]:
+    return [(h["item_id"], h["score"]) for h in items]
+
+
+def _warm_list(run: TrainedRun, history: list[str], **kw) -> list[tuple[str, float]]:
+    """The list of ``history`` (no cold item) with the cold items left out as seen, as a history holding them gives."""
+    whole = tt.recommend(run, history=history, k=N_ITEMS, exact=True, **kw)[0]
+    return _listed([h for h in whole if h["item_id"] not in COLD][:K])
+
+
+def test_cold_history_items_leave_the_list_as_it_is_on_every_surface(cold_run, capsys) -> None:
     from twotower.cli.main import main
     from twotower.serving import RecommenderService, create_app
 
     run = cold_run
-    rows = [run.item_vocab.index(i) for i in (*COLD, "i1")]
+    want = _warm_list(run, ["i1", "i2"])
+    given = ["i30", "i1", "i31", "i2"]
+    assert _listed(tt.recommend(run, history=given, k=K, exact=True)[0]) == want
+    with TestClient(create_app(service=RecommenderService.load(run.dir, exact=True))) as client:
+        answer = client.post("/recommend", json={"history": given, "k": K}).json()
+        batch = client.post("/recommend/batch", json={"requests": [{"history": given, "k": K},
+                                                                    {"history": ["i1", "i2"], "k": K}]}).json()
+    assert _listed(answer["items"]) == want
+    assert _listed(batch["results"][0]["items"]) == want
+    assert any(w.startswith(NOTE) and LEFT_OUT in w for w in answer["warnings"])
+    capsys.readouterr()
+    assert main(["recommend", "--run", str(run.dir), "--history", ",".join(given), "--k", str(K), "--json",
+                 "--exact"]) == 0
+    out = capsys.readouterr()
+    assert _listed(json.loads(out.out)["items"]) == want
+    assert LEFT_OUT in out.err
+    # the features go with the history read without the cold items too
+    features = {"age": 33}
+    assert _listed(tt.recommend(run, history=given, user_features=features, k=K, exact=True)[0]) == \
+        _warm_list(run, ["i1", "i2"], user_features=features)
+
+
+def test_cold_history_items_are_still_left_out_of_the_list_as_seen(cold_run) -> None:
+    listed = {h["item_id"] for h in tt.recommend(cold_run, history=["i30", "i31", "i1"], k=N_ITEMS, exact=True)[0]}
+    assert not listed & {*COLD, "i1"}
+    shown = {h["item_id"] for h in tt.recommend(cold_run, history=["i30", "i31", "i1"], k=N_ITEMS, exact=True,
+                                                exclude_seen=False)[0]}
+    assert set(COLD) <= shown
+
+
+def test_a_history_of_cold_items_alone_reads_as_an_empty_one(cold_run, capsys) -> None:
+    """Refused without user features, in the empty history's words with why; served from the features alone with
+    them, as `history=[]` with them is."""
+    from twotower.cli.main import main
+    from twotower.serving import RecommenderService, create_app
+
+    run = cold_run
+    with pytest.raises(ConfigError, match=re.escape(f"history: {ALL_COLD}; a new user's history needs at least one "
+                                                    "item with training interactions")):
+        tt.recommend(run, history=list(COLD), k=K, exact=True)
+    with pytest.raises(ConfigError, match=re.escape(ALL_COLD)):
+        explain_by_id(run, history=list(COLD), item_id="i5")
+    features = {"age": 33}
+    want = _listed(tt.recommend(run, history=[], user_features=features, k=N_ITEMS, exact=True)[0])
+    want = [x for x in want if x[0] not in COLD][:K]
+    assert _listed(tt.recommend(run, history=list(COLD), user_features=features, k=K, exact=True)[0]) == want
+    with TestClient(create_app(service=RecommenderService.load(run.dir, exact=True))) as client:
+        refused = client.post("/recommend", json={"history": list(COLD), "k": K})
+        served = client.post("/recommend", json={"history": list(COLD), "user_features": features, "k": K}).json()
+        explained = client.post("/explain", json={"history": list(COLD), "item_id": "i5"})
+    assert refused.status_code == 422 and ALL_COLD in refused.text
+    assert explained.status_code == 422 and ALL_COLD in explained.text
+    assert _listed(served["items"]) == want
+    assert any("none is left, so the list and the score rest on the user's features alone" in w for w in served["warnings"])
+    capsys.readouterr()
+    assert main(["recommend", "--run", str(run.dir), "--history", "i30,i31", "--k", str(K)]) == 2
+    assert f"--history: {ALL_COLD}" in capsys.readouterr().err
+    e = explain_by_id(run, history=list(COLD), item_id="i5", user_features=features)
+    assert [h["item_id"] for h in e["history_left_out"]] == list(COLD) and e["history"] == []
+    assert e["basis"] == "features" and e["text"].startswith("The model has learned no item of your history")
+
+
+def test_explanations_list_cold_history_items_as_left_out_never_as_reasons(cold_run, capsys, caplog) -> None:
+    """Python, POST /explain and `explain` alike: the score is the one of the history without them, they have no
+    contribution, and they are listed in history_left_out."""
+    from twotower.cli.main import main
+    from twotower.serving import RecommenderService, create_app
+
+    run = cold_run
     item = run.item_vocab.index("i5")
-    e = explain_recommendation(run, history_rows=rows, item_row=item, top=10)
-    cold = {h["item_id"] for h in e["history"] if h.get("cold")}
-    assert cold == set(COLD) and all("cold" not in h for h in e["history"] if h["item_id"] not in COLD)
+    warm = explain_recommendation(run, history_rows=[run.item_vocab.index("i1")], item_row=item, top=10)
+    e = explain_recommendation(run, history_rows=[run.item_vocab.index(i) for i in (*COLD, "i1")], item_row=item,
+                               top=10)
+    assert e["score"] == warm["score"] and e["rank"] == warm["rank"]
+    assert [h["item_id"] for h in e["history"]] == ["i1"]
+    assert [h["item_id"] for h in e["history_left_out"]] == list(COLD) and warm["history_left_out"] == []
     for i in COLD:
         assert f"Film {i[1:]}" not in e["text"], e["text"]
     with TestClient(create_app(service=RecommenderService.load(run.dir))) as client:
         answer = client.post("/explain", json={"history": [*COLD, "i1"], "item_id": "i5"}).json()
-        listed = client.post("/recommend", json={"history": [*COLD, "i1"], "k": 3}).json()
-    note = NOTE
-    assert any(w.startswith(note) for w in answer["warnings"]) and any(w.startswith(note) for w in listed["warnings"])
-    capsys.readouterr()
-    assert main(["recommend", "--run", str(run.dir), "--history", "i30,i31,i1", "--k", "3"]) == 0
-    assert note in capsys.readouterr().err
-
-
-def test_explain_warns_of_cold_history_items_as_post_explain_does(cold_run, capsys, caplog) -> None:
-    """POST /explain warned of them; `explain --json` had no warnings, `explain` said nothing on stderr and listed
-    such an item in its table as any other, and tt.explain_by_id said nothing."""
-    from twotower.cli.main import main
-    from twotower.explain import explain_by_id
-
-    args = ["explain", "--run", str(cold_run.dir), "--history", "i30,i31,i1", "--item", "i5", "--top", "3"]
+        inline = client.post("/recommend", json={"history": [*COLD, "i1"], "k": 1, "explain": True}).json()
+    assert answer["explanation"]["score"] == warm["score"]
+    assert [h["item_id"] for h in answer["explanation"]["history_left_out"]] == list(COLD)
+    assert any(w.startswith(NOTE) for w in answer["warnings"])
+    assert [h["item_id"] for h in inline["items"][0]["explanation"]["history_left_out"]] == list(COLD)
+    args = ["explain", "--run", str(run.dir), "--history", "i30,i31,i1", "--item", "i5", "--top", "3"]
     capsys.readouterr()
     assert main([*args, "--json"]) == 0
     out = capsys.readouterr()
-    assert [w for w in json.loads(out.out)["warnings"] if w.startswith(NOTE)]
+    printed = json.loads(out.out)
+    assert printed["score"] == warm["score"] and [h["item_id"] for h in printed["history_left_out"]] == list(COLD)
+    assert [w for w in printed["warnings"] if w.startswith(NOTE)]
     assert f"warning: --{NOTE}" in out.err
     assert main(args) == 0
     out = capsys.readouterr()
     assert f"warning: --{NOTE}" in out.err
-    rows = {line.split()[1]: line.split()[0] for line in out.out.splitlines() if line.split()[1:2] in (["i30"], ["i31"], ["i1"])}
-    assert rows["i30"].endswith("*") and rows["i31"].endswith("*") and not rows["i1"].endswith("*")
-    assert "* no training interactions (a cold item): the user tower has not learned it" in out.out
+    assert ("left out of the history (no training interactions: the user tower has not learned them): "
+            "i30 Film 30 (2010), i31 Film 31 (2011)") in out.out
     with caplog.at_level(logging.WARNING, logger="twotower"):
-        explain_by_id(cold_run, history=["i30", "i31", "i1"], item_id="i5")
+        explain_by_id(run, history=["i30", "i31", "i1"], item_id="i5")
     assert [r for r in caplog.records if r.getMessage().startswith(NOTE)]
+
+
+def test_a_known_users_input_history_keeps_cold_items_marked(cold_run, tmp_path, capsys) -> None:
+    """`--history-from` reads a known user's input history as `recommend --history-from` reads it (unchanged): a
+    cold item there stays in the table, marked, and is never named as a reason."""
+    from twotower.cli.main import main
+
+    inputs = tmp_path / "inputs.csv"
+    pd.DataFrame({"user_id": ["u1"] * 3, "item_id": ["i30", "i31", "i1"], "timestamp": [1, 2, 3],
+                  "rating": [4] * 3}).to_csv(inputs, index=False)
+    capsys.readouterr()
+    assert main(["explain", "--run", str(cold_run.dir), "--user", "u1", "--history-from", str(inputs), "--item",
+                 "i5", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[1]: line.split()[0] for line in out.splitlines() if line.split()[1:2] in (["i30"], ["i31"], ["i1"])}
+    assert rows["i30"].endswith("*") and rows["i31"].endswith("*") and not rows["i1"].endswith("*")
+    assert "* no training interactions (a cold item): the user tower has not learned it" in out
+
+
+def test_a_sequence_tower_leaves_them_out_too(tmp_path_factory) -> None:
+    """A GRU reading its history through the item tower's ID table (tied): a cold item's row is zero there, yet as
+    a step of the sequence it moved the state, and the list."""
+    run = _cold_run(tmp_path_factory, "gru")
+    assert run.model.user_tower.tied_tables
+    assert _listed(tt.recommend(run, history=["i30", "i1", "i31", "i2"], k=K, exact=True)[0]) == \
+        _warm_list(run, ["i1", "i2"])

@@ -50,4 +50,26 @@ def test_onnx_item_tower_gives_them_the_served_vector(unplaced_export) -> None:
 def test_a_run_without_them_has_no_entry(tmp_path) -> None:
     run = TrainedRun.load(build_tiny_run(tmp_path / "tiny"))
     export_onnx(run, tmp_path / "onnx", check_users=5)
-    assert "unplaced" not in json.loads((tmp_path / "onnx" / "export.json").read_text())
+    meta = json.loads((tmp_path / "onnx" / "export.json").read_text())
+    assert "unplaced" not in meta and "untrained_history" not in meta
+
+
+def test_export_json_names_the_history_items_to_leave_out(unplaced_export) -> None:
+    """The exported user tower reads a history row as given, and x0..x3's rows of its history table were never
+    trained: `recommend --history` leaves them out, and export.json's untrained_history lists them so that a
+    consumer does the same (the graph fed the history without them gives the CLI's vector for the history with
+    them)."""
+    import onnxruntime as ort
+
+    run, out = unplaced_export
+    meta = json.loads((out / "export.json").read_text())
+    ids = json.loads((out / "item_ids.json").read_text())
+    left_out = meta["untrained_history"]["item_rows"]
+    assert [ids[r] for r in left_out] == UNPLACED and "leave them out" in meta["untrained_history"]["meaning"]
+    assert "untrained_history" in meta["user_tower"]["input_meaning"]["history"]
+    given = [run.item_vocab.index(i) for i in ("x0", "i1", "x2", "i2")]
+    feed = {"history": np.asarray([[r for r in given if r not in set(left_out)]], np.int64)}
+    if "user_rows" in meta["user_tower"]["inputs"]:
+        feed["user_rows"] = np.asarray([meta["user_tower"]["new_user_row"]], np.int64)
+    got = ort.InferenceSession(str(out / "user_tower.onnx"), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    assert np.abs(got - run.history_vectors([np.asarray(given, np.int64)])).max() <= 1e-5

@@ -76,6 +76,10 @@ def format_explanation(e: dict) -> str:
         if cold:
             lines.append(f"{COLD_MARK} no training interactions (a cold item): the user tower has not learned it, so "
                          "its contribution carries no learned signal, and the sentence does not name it")
+    left = e.get("history_left_out") or []
+    if left:  # a new user's items the tower does not read: listed, as the JSON lists them, never as a reason
+        named = ", ".join(printable(h["item_id"]) + (f" {printable(h['title'])}" if h.get("title") else "") for h in left)
+        lines += ["", f"left out of the history (no training interactions: the user tower has not learned them): {named}"]
     shared = [f"{k}: " + ", ".join(f"{printable(x['value'])} ({x['count']})" for x in v)
               for k, v in e["shared_metadata"].items() if isinstance(v, list) and v]
     if shared:

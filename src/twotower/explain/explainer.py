@@ -5,6 +5,7 @@ The result is a JSON-safe dict (what ``POST /explain`` and ``twotower explain
 
     {"user_id", "item_id", "item": {"display_name", ...metadata}, "score",  # metadata: a title where the run has one
      "history": [{"item_id", "display_name", "contribution", "age", ...metadata}],  # largest first
+     "history_left_out": [{"item_id", "display_name", ...metadata}],  # a new user's items the tower does not read
      "shared_metadata": {"genres": [{"value", "count"}], "year_range": {...}, "history_items"},
      "heads": {"alpha", "semantic", "collaborative"},     # dual-head item tower only
      "already_seen", "cold", "basis", "text",  # cold: the item had no training interactions
@@ -21,6 +22,11 @@ representation every new user shares). A new user described by ``user_features``
 when at least one feature is given; every attribution variant re-runs the tower
 with those same features, so leave-one-out stays exact. ``profile`` is the same chain without
 the history: what is left when no history item raises the score.
+
+``history_left_out`` lists the items of a new user's given history that had no training interactions: the user
+tower leaves them out (:func:`~twotower.pipeline.similar.history_as_read`), as that user's list does, so they have
+no contribution and are never a reason; they still count as seen (``already_seen``, ``rank``). Empty for a known
+user.
 
 ``rank`` is the item's place (1 = first) among the catalogue's items outside the user's history -- the list
 ``/recommend`` gives without filters -- by these scores, and ``empty_history_rank`` its place in the same list
@@ -46,6 +52,7 @@ from twotower.explain.names import catalogue_names, name_of, title_column
 from twotower.explain.text import explanation_text
 from twotower.models.history import pad_histories
 from twotower.pipeline.artifacts import check_finite_user, check_loaded_run, check_new_history
+from twotower.pipeline.similar import history_as_read, untrained_history_rows
 from twotower.utils.arguments import check_id
 
 if TYPE_CHECKING:
@@ -327,6 +334,12 @@ def explain_recommendations(
     feats, given = new_user_features(run, user_row, user_features, encoded_features)
     if history_rows is not None:
         history_rows = [_check_row(r, run.n_items, "item") for r in history_rows]
+    # the items given count as seen, those the tower leaves out too
+    seen = np.asarray(history_rows if history_rows is not None else run.history.of(user_row), np.int64)
+    left_out: list[int] = []
+    if user_row is None and history_rows is not None:  # a new user's history, read as their list reads it
+        left_out = untrained_history_rows(run, history_rows)
+        history_rows = [int(r) for r in history_as_read(run, history_rows)]
     window = user_window(run, user_row, history_rows)  # [L]
     full = history_rows if history_rows is not None else run.history.of(user_row)
     # a history longer than the window: the item a deletion lets in (explain/attribution.loo_variants)
@@ -336,7 +349,6 @@ def explain_recommendations(
     if feats is not None:  # features that overflow the tower gave "score": NaN (the CLI printed it, JSON has none)
         check_finite_user([v for a in atts for v in (a.score, a.empty_score)])
 
-    seen = np.asarray(history_rows if history_rows is not None else run.history.of(user_row), np.int64)
     reads = bool(model.user_tower.uses_history)
     cols = run_metadata_columns(run)
     names = run_item_names(run)  # a title two items share is named apart in the sentence
@@ -345,6 +357,7 @@ def explain_recommendations(
     profile = _profile(run, user_row, given)
     pad = model.pad_item
     records = {int(r): _record(run, int(r), names) for r in set(window.tolist()) if r != pad}
+    left_records = [_record(run, r, names) for r in left_out]
     # the pooled items are the same for every item of this user (the window's valid columns)
     pooled = [int(window[p]) for p in atts[0].positions] if reads and atts else [int(r) for r in seen]
     # each item once: a history repeating an item ("i17,i17,i17,i39") said "Action (4 items) ... with the 4 items of
@@ -377,6 +390,7 @@ def explain_recommendations(
             "item": item,
             "score": att.score,
             "history": entries,
+            "history_left_out": [dict(r) for r in left_records],
             "shared_metadata": shared_metadata(item, pooled_records, cols),
             "already_seen": bool(np.isin(item_row, seen)),
             "cold": bool(untrained[item_row]),
@@ -493,7 +507,7 @@ def explain_notes(run: TrainedRun, item_row: int, user_features: Mapping[str, An
     """The warnings of an explanation, as POST /explain answers them: a new user's feature values training never saw
     (read all the same, as tt.recommend logs them), an item the model cannot place (no training interactions
     and an item tower that reads only the ID: its score comes from no interaction), and a new user's given
-    ``history_rows`` holding items without training interactions (their contributions carry no learned signal)."""
+    ``history_rows`` holding items without training interactions (left out of the history the tower reads)."""
     from twotower.pipeline.similar import unplaced_item_mask, unplaced_item_note, untrained_history_note
 
     notes = run.new_user_feature_notes(user_features)

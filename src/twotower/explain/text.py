@@ -181,6 +181,8 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     heads = _heads_clause(expl.get("heads"), item_text)
     if expl["basis"] != "history":
         why = "You have no history yet" if expl["reads_history"] else "This model does not read your history"
+        if expl["reads_history"] and expl.get("history_left_out"):  # a history, but of items the model has not learned
+            why = "The model has learned no item of your history (none had training interactions)"
         return f"{why}, so the score of {title} rests only on {_rests_on(expl, with_user_id)}{heads}."
     table = expl["history"] if history is None else history
     facts = sentence_facts(expl, cols, table)

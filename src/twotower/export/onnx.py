@@ -87,7 +87,9 @@ INPUT_MEANING = {
     "history": "int64 [batch, length]: item rows (the index into item_ids.json, not item ids), oldest first, "
                "right-aligned: shorter histories padded on the left with pad_item; length is free (0 columns: the "
                "empty history; over history_len, its newest history_len are read); an item id not in item_ids.json "
-               "has no row: leave it out; a negative row is refused; pad_item belongs on the left only: one between "
+               "has no row: leave it out; so too a row export.json's untrained_history lists (no training "
+               "interactions: the graph reads it through a row training never updated, and `recommend --history` and "
+               "the service leave it out); a negative row is refused; pad_item belongs on the left only: one between "
                "items is left out, but recency weights and a transformer's positions still count its column, so the "
                "items before it read as older than they are",
     "user_rows": "int64 [batch]: user rows (the index into user_ids.json); new_user_row for a user not in training "
@@ -380,6 +382,7 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
     atomic_write_json(out / "user_ids.json", list(run.user_vocab.ids))
     cold_similar = _export_cold_queries(run, items, out)
     unplaced = _unplaced_items(run)
+    untrained = _untrained_history(run) if "history" in user_inputs else None
     report = check_onnx(run, out, n_users=check_users, new_user_row=new_user_row)
     worst_new = _check_new_user(run, out, report.n_users_checked) if new_user_inputs else None
     atomic_write_json(out / "export.json", {
@@ -405,6 +408,7 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
         **({"new_user_tower": new_user_tower_meta(run, new_user_inputs)} if new_user_inputs else {}),
         **({"cold_similar": cold_similar} if cold_similar else {}),
         **({"unplaced": unplaced} if unplaced else {}),
+        **({"untrained_history": untrained} if untrained else {}),
         "check": {"users": report.n_users_checked, "items": report.n_items_checked,
                   "max_abs_diff_user": report.max_abs_diff_user, "max_abs_diff_item": report.max_abs_diff_item,
                   **({"max_abs_diff_new_user": worst_new} if worst_new is not None else {}),
@@ -457,6 +461,24 @@ def _export_cold_queries(run: Any, items: np.ndarray, out: Path) -> dict[str, An
             "meaning": "float32 [C, D]: row j is the similar-items query of item row item_rows[j] (no training "
                        "interactions: its semantic head, zero-padded to D), to search item_embeddings.npy by inner "
                        "product as POST /similar-items does; every other item is queried by its own row"}
+
+
+def _untrained_history(run: Any) -> dict[str, Any] | None:
+    """The item rows a new user's history must leave out before it is fed to the user tower: no training
+    interactions, so the exported graph reads them through rows training never updated (a pooled tower's random
+    initial rows, a sequence tower's zero ID rows), which moved the list. `recommend --history`, the service and
+    tt.recommend leave them out (pipeline/similar.history_as_read); the graph cannot, since it takes rows as given.
+    None when every item had training interactions."""
+    from twotower.pipeline.similar import untrained_items
+
+    rows = np.flatnonzero(untrained_items(run))
+    if not rows.size:
+        return None
+    return {"item_rows": [int(r) for r in rows],
+            "meaning": "item rows with no training interactions: the user tower has not learned them, and the graph "
+                       "reads them through rows training never updated, so leave them out of a new user's history "
+                       "before feeding it, as `twotower recommend --history` and POST /recommend leave them out (a "
+                       "history of only such items is the empty history); they are still items the user has seen"}
 
 
 def _unplaced_items(run: Any) -> dict[str, Any] | None:

@@ -55,6 +55,7 @@ from twotower.utils.arguments import check_flag
 from twotower.models.feature_block import FeatureArrays
 from twotower.models.history import UserSequences, pad_histories
 from twotower.models.two_tower import TwoTowerModel
+from twotower.pipeline.similar import history_as_read, untrained_history_refusal
 from twotower.pipeline.run_files import (CHECKPOINT_DIR, DATA_COPIES, EXPORT_FILES, INDEX_DIR,  # noqa: F401 (re-exported)
                                          INDEX_EXTRA_FILES, MANIFEST, MANIFEST_FILES, NO_VERIFY_ENV, RUN_MARKERS,
                                          RUN_OUTPUT_FILES)
@@ -729,11 +730,16 @@ def check_new_history(history: Any, name: str = "history", *, run: TrainedRun | 
 
     One exception, with the ``run``: a user with no history yet who sent ``user_features`` (a sign-up form) on a
     run whose user tower reads them (:meth:`TrainedRun.describes_new_user`) is served from those features alone;
-    then the empty list is returned. Without them the refusal says so on such a run."""
+    then the empty list is returned. Without them the refusal says so on such a run.
+
+    A history whose every item had no training interactions reads as empty (the user tower leaves such items out,
+    :func:`~twotower.pipeline.similar.history_as_read`), so it is refused or served alike, the refusal saying why;
+    served, it is returned as given (its items are still left out of the list as seen)."""
     from twotower.utils.arguments import check_history
 
     history = check_history(history, name)  # a string ("181" read as "1", "8", "1"), a set (no order), one id
-    if not history:
+    untrained = _untrained_only(run, history) if history and run is not None else None
+    if not history or untrained:
         if run is not None and run.describes_new_user(user_features):
             return history
         unknown = [] if run is None else run.unknown_user_feature_columns(user_features)
@@ -742,8 +748,20 @@ def check_new_history(history: Any, name: str = "history", *, run: TrainedRun | 
         from twotower.pipeline.refusals import empty_history_refusal  # the words of HTTP's 422 and the CLI
 
         columns = run.user_feature_columns if run is not None else ()
-        raise ConfigError(f"{name}: {empty_history_refusal(columns, features_field)}")
+        raise ConfigError(f"{name}: {empty_history_refusal(columns, features_field, untrained=untrained)}")
     return history
+
+
+def _untrained_only(run: TrainedRun, history: list[Any]) -> str | None:
+    """Why ``history`` (item ids) reads as empty, every item having no training interactions, else None. None too
+    while an id is unknown: its lookup after this names it, as it names one beside an empty history's features."""
+    rows = []
+    for item_id in history:
+        try:
+            rows.append(run.item_vocab.index(item_id))
+        except NotFoundError:
+            return None
+    return untrained_history_refusal(run, rows)
 
 
 def refuse_empty_history(history: Any, name: str = "history", *, run: TrainedRun, user_features: Any = None,
@@ -1108,7 +1126,9 @@ class TrainedRun:
     def history_vectors(self, histories: list[np.ndarray],
                         features: tuple[torch.Tensor, list[torch.Tensor], torch.Tensor] | None = None, *,
                         check: Callable[[], None] | None = None) -> np.ndarray:
-        """[B, D] for ad-hoc histories of item rows (oldest first): users never seen in training.
+        """[B, D] for ad-hoc histories of item rows (oldest first): users never seen in training. Items without
+        training interactions are left out (:func:`~twotower.pipeline.similar.history_as_read`): a history of only
+        such items reads as the empty history.
 
         ``features``: those users' feature tensors from :meth:`encode_user_features` (one row per
         history); without them a feature tower reads the users' features as missing. ``check`` (without
@@ -1126,7 +1146,8 @@ class TrainedRun:
             # dimension(s): np.int64(50)", which does not say that the list itself was the mistake
             raise DataError(f"histories takes one array of item rows per user (a list of arrays), got one flat "
                             f"{'array' if flat else 'list'} of {len(histories)} item rows; for one user pass [rows]")
-        histories = [vocab_rows(h, self.n_items, "item") for h in histories]
+        # items without training interactions left out: the tower reads them through rows training never updated
+        histories = [history_as_read(self, vocab_rows(h, self.n_items, "item")) for h in histories]
         hist = pad_histories(histories, self.model.history_len, self.model.pad_item)
         if features is None:
             return self.model.user_embeddings(None, hist, check=check).numpy()

@@ -223,12 +223,16 @@ def top_refusal(top: Any) -> str | None:
     return range_refusal(top, 0, why="history items listed")
 
 
-def empty_history_refusal(feature_columns: Sequence[str] = (), features_field: str = "user_features") -> str:
+def empty_history_refusal(feature_columns: Sequence[str] = (), features_field: str = "user_features", *,
+                          untrained: str | None = None) -> str:
     """Why an empty new-user history is refused: it would be answered with the empty-history list, the same for
     every caller, which no one sending a history asks for. ``feature_columns``: the user features the run's user
     tower reads (none: today's words alone); with them, a user with no history yet is served from their features
-    alone (``features_field``: how the interface names them, ``--user-features`` on the command line), said here."""
-    said = "no item ids given; a new user's history needs at least one item id, oldest first"
+    alone (``features_field``: how the interface names them, ``--user-features`` on the command line), said here.
+    ``untrained``: why a history of items reads as empty (every one without training interactions,
+    :func:`~twotower.pipeline.similar.untrained_history_refusal`), said instead of "no item ids given"."""
+    said = ("no item ids given; a new user's history needs at least one item id, oldest first" if untrained is None
+            else f"{untrained}; a new user's history needs at least one item with training interactions")
     if feature_columns:
         said += (f"; a user with no history yet is served from {features_field} alone, with a value for at least "
                  f"one of this run's user features ({', '.join(feature_columns)})")

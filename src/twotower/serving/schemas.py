@@ -275,7 +275,9 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
                           "read as unknown; a number far outside the training range): one line a value, "
                           "'user_features.<column>: ...'; and when a known user_id has no rows of known items in the serve --history-from "
                           "files (ranked from an empty input history); and when a history holds more items than the user tower reads "
-                          "(its model.user.history_len newest); and when a listed or explained item had no training "
+                          "(its model.user.history_len newest); and when a history holds items without training "
+                          "interactions (the user tower leaves them out of the history it reads: the list rests on "
+                          "the other items); and when a listed or explained item had no training "
                           "interactions and the item tower reads only the item ID (the model cannot place it)")
 
     class Shortfall(BaseModel):
