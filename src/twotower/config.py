@@ -761,7 +761,7 @@ class EvalConfig:
     ks: tuple[int, ...] = (10, 20, 50, 100)  #: cut-offs k of Recall@k, NDCG@k, ..., each 1..10,000
     #: baselines evaluated beside the model: popularity | ease | itemknn ([] = none)
     baselines: tuple[str, ...] = ("popularity", "ease", "itemknn")
-    select_metric: str = "NDCG@10"  #: validation metric (NAME@K) for early stopping and every choice made on validation
+    select_metric: str = "NDCG@10"  #: validation metric (NAME@K, k 1..10,000) for early stopping and every choice made on validation
     #: above this many items ease_solver=auto solves the EASE baseline low-rank
     # EASE's dense item-item solve takes ~I^3 flops per lambda tried and ~24 I^2 bytes (20,000 items: ~9 GiB,
     # minutes per lambda on 2 cores): above this many items (or where that memory is not available) the EASE
@@ -810,9 +810,11 @@ class EvalConfig:
         from twotower.evaluation.metric_names import PER_USER_METRICS, parse_metric  # no numpy or scipy
 
         try:  # "ndcg@10" passed --print-config and was refused only after the data was read
-            base, _ = parse_metric(self.select_metric)
+            base, k = parse_metric(self.select_metric)
         except ConfigError as e:
             raise ConfigError(f"eval.select_metric: {e}") from None
+        # validation pads its lists to k as it does eval.ks': NDCG@100000 was taken where eval.ks=[100000] is not
+        _check(k <= MAX_K, "eval.select_metric", f"k must be at most {MAX_K} (as eval.ks), got {self.select_metric}")
         # Coverage and MeanPop describe the lists, not whether they hit: `MeanPop@10` kept the epoch with the most
         # popular lists as "best", and the item-item term's tuning refused it after the whole training
         _check(base in PER_USER_METRICS, "eval.select_metric",

@@ -639,3 +639,11 @@ def test_a_select_metric_that_describes_the_lists_is_refused(metric):
     with pytest.raises(ConfigError, match=rf"^overrides: 'eval\.select_metric={metric}': eval\.select_metric: selects "
                                           r"on how well the lists hit the held-out items: one of \['Recall'"):
         load_config(overrides=[f"eval.select_metric={metric}"])
+
+
+def test_a_select_metric_k_above_the_eval_ks_bound_is_refused():
+    # NDCG@100000 was accepted where eval.ks=[100000] is refused: its lists are padded to k alike
+    with pytest.raises(ConfigError, match=r"^overrides: 'eval\.select_metric=NDCG@100000': eval\.select_metric: k "
+                                          r"must be at most 10000 \(as eval\.ks\), got NDCG@100000"):
+        load_config(overrides=["eval.select_metric=NDCG@100000"])
+    assert load_config(overrides=["eval.select_metric=NDCG@10000"]).eval.select_metric == "NDCG@10000"

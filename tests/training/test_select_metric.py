@@ -83,3 +83,54 @@ def test_a_resume_with_another_select_metric_scores_the_best_epoch_again(tmp_pat
     assert f"valid Precision@10 {kept:.4f} (NDCG@10 {first.best_metric:.4f} as the run measured it)" in caplog.text
     state = json.loads((out / "checkpoint" / "state.json").read_text())
     assert state["best"] == pytest.approx(res.best_metric) and state["best_measure"]["metric"] == "Precision@10"
+
+
+def _rankable_most() -> int:
+    """The most items any validation user of :func:`_trainer` can be shown: the 30 less their training items."""
+    _, users, seqs, _ = tiny_mean_model()
+    train = sp.csr_matrix((np.ones(users.size, np.float32), (users, seqs.items)), shape=(8, 30))
+    return int(30 - train.getnnz(axis=1).min())
+
+
+@pytest.mark.parametrize("metric", ["Recall@30", "Recall@5000", "HitRate@30", "Precision@31"])
+def test_a_counting_metric_whose_lists_hold_the_catalogue_is_refused_before_training(metric):
+    """Recall@5000 on ML-100K's 1,615 items was 1.0000 at every epoch: early stopping kept epoch 1 and the
+    item-item weight was chosen on it too, without a word, where `evaluate` warns of such a k."""
+    k = metric.partition("@")[2]
+    with pytest.raises(ConfigError, match=rf"^eval\.select_metric: {metric}: k={k} is not below the 30 items of the "
+                                          rf"catalogue: those lists hold every item, so {metric} is the same at every "
+                                          r"epoch and cannot choose one .*e\.g\. eval\.select_metric=NDCG@10$"):
+        _trainer(metric)
+
+
+def test_a_counting_metric_past_every_users_rankable_items_is_refused():
+    # below the catalogue, but each user's excluded training items leave fewer to show than k: Recall is 1 anyway
+    k = _rankable_most()
+    with pytest.raises(ConfigError, match=rf"^eval\.select_metric: Recall@{k}: k={k} reaches past the rankable items "
+                                          r"\(the catalogue less the excluded history\) of 8 of 8 validation users"):
+        _trainer(f"Recall@{k}")
+
+
+@pytest.mark.parametrize("metric", ["NDCG@30", "MRR@5000"])
+def test_a_ranking_metric_over_the_whole_catalogue_is_warned_of_not_refused(metric, caplog):
+    # NDCG and MRR still weigh where the hits fall, so they order the epochs: said, as `evaluate` says it
+    with caplog.at_level("WARNING", logger="twotower.training"):
+        _trainer(metric)
+    k = metric.partition("@")[2]
+    assert (f"eval.select_metric={metric}: k={k} is not below the 30 items of the catalogue: those lists hold every "
+            f"item, so {metric} weighs where the hits fall in the whole ranking") in caplog.text
+
+
+def test_a_counting_metric_past_some_users_rankable_items_is_warned_of(caplog):
+    k = _rankable_most() - 1
+    with caplog.at_level("WARNING", logger="twotower.training"):
+        _trainer(f"Recall@{k}")
+    assert f"eval.select_metric=Recall@{k}: k={k} reaches past the rankable items" in caplog.text
+    assert "validation users: their lists hold every item they can be shown" in caplog.text
+
+
+def test_a_usual_select_metric_says_nothing(caplog):
+    with caplog.at_level("WARNING", logger="twotower.training"):
+        _trainer("NDCG@10")
+        _trainer("Recall@20")
+    assert "eval.select_metric" not in caplog.text

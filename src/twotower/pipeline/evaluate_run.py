@@ -18,6 +18,7 @@ from twotower.data.interactions import encode_interactions, to_csr
 from twotower.data.readers import read_interactions
 from twotower.errors import ConfigError, DataError
 from twotower.utils.arguments import check_flag
+from twotower.evaluation.full_lists import counting_at, past_catalogue, past_rankable, rankable_items
 from twotower.evaluation.protocol import EvalProtocol, evaluate_segments, parse_metric
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run, run_part_file
 from twotower.pipeline.run_inputs import read_run_interactions
@@ -140,14 +141,12 @@ def _warn_ks_past_rankable(ks: Sequence[int], relevant: sp.csr_matrix, exclude: 
     every model, popularity included, without the warning a k of 1,615 gets."""
     if not ks:
         return
-    evaluated = np.diff(relevant.indptr) > 0
-    rankable = relevant.shape[1] - (exclude != 0).getnnz(axis=1)[evaluated]
+    rankable = rankable_items(relevant, exclude)
     for k in ks:
         full = int((rankable <= k).sum())
         if full:
-            log.warning("k=%d reaches past the rankable items (the catalogue less the excluded history) of %d of %d "
-                        "evaluated users: their lists hold every item they can be shown, so their Recall@%d and "
-                        "HitRate@%d say nothing about the ranking", k, full, int(evaluated.sum()), k, k)
+            log.warning("%s, so their %s say nothing about the ranking", past_rankable(k, full, len(rankable)),
+                        counting_at(k))
 
 
 def evaluate_run(
@@ -302,8 +301,8 @@ def evaluate_run(
     pop = np.asarray(m.train.sum(axis=0)).ravel()
     too_long = [k for k in protocol.ks if k >= run.n_items]
     if too_long:  # every list then holds every rankable item: recall 1, precision set by the catalogue size
-        log.warning("k=%s is not below the %d items of the catalogue: those lists hold every item, so their "
-                    "metrics say nothing about the ranking", ",".join(map(str, too_long)), run.n_items)
+        log.warning("%s, so their metrics say nothing about the ranking, NDCG and MRR aside (they weigh where the "
+                    "hits fall in it)", past_catalogue(too_long, run.n_items))
     _warn_ks_past_rankable([k for k in protocol.ks if k < run.n_items], relevant, exclude)
     rows: list[dict[str, Any]] = []
     log_rows = run.dir / "log.jsonl"

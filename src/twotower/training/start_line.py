@@ -1,6 +1,6 @@
 """The trainer's line before the first epoch: ``training: N examples/epoch (causal), batch B, loss ..., P parameters``;
 then what the settings do to this data that the user may not expect (few optimizer steps, a costly objective, short
-history windows)."""
+history windows, a selection metric over lists that hold every item)."""
 from __future__ import annotations
 
 import logging
@@ -12,6 +12,7 @@ import numpy as np
 from twotower.losses.factory import describe_loss
 from twotower.training.examples import examples_per_epoch, unused_history_dropout
 from twotower.training.loop import describe_optimizer
+from twotower.training.select_metric import select_metric_warning
 from twotower.utils.wording import plural
 
 if TYPE_CHECKING:
@@ -36,7 +37,8 @@ log = logging.getLogger("twotower.training.trainer")
 def log_start(tr: "Trainer", batch: int) -> None:
     """What the fit will run (rank 0 calls it): the units an epoch, the batch (``batch``: the one the steps take,
     which sizes the loss's candidates), the loss, the optimizer, the parameters, the users and items; then a
-    history dropout set for a tower that reads no history."""
+    history dropout set for a tower that reads no history, and an eval.select_metric whose lists hold every item
+    some users can be shown (training/select_metric.py)."""
     train, loss, model = tr.cfg, tr.loss_cfg, tr.model
     n_params = sum(p.numel() for p in model.parameters())
     log.info("training: %d %s/epoch (%s), batch %d%s%s, loss %s, %s%s, %d parameters (%.1f MB), %d users, %d items",
@@ -47,8 +49,10 @@ def log_start(tr: "Trainer", batch: int) -> None:
     unused = unused_history_dropout(train, model.user_tower.uses_history)
     if unused:  # a warning where the value was set (not the default, 0.2): an INFO line, which -q hides, said it
         log.log(logging.INFO if train.history_dropout == type(train)().history_dropout else logging.WARNING, "%s", unused)
-    for line, level in ((few_steps_warning(tr, batch), logging.WARNING), (sequence_cost_note(tr), logging.INFO),
-                        (history_len_note(tr), logging.INFO), (big_tables_note(tr), logging.INFO)):
+    select = select_metric_warning(tr.eval_cfg.select_metric, tr.valid_relevant, tr.train_matrix)
+    for line, level in ((few_steps_warning(tr, batch), logging.WARNING), (select, logging.WARNING),
+                        (sequence_cost_note(tr), logging.INFO), (history_len_note(tr), logging.INFO),
+                        (big_tables_note(tr), logging.INFO)):
         if line:
             log.log(level, "%s", line)
 

@@ -40,7 +40,7 @@ from twotower import distributed as tdist
 from twotower.config import EvalConfig, LossConfig, TrainConfig
 from twotower.distributed import init_distributed
 from twotower.errors import ConfigError, TrainingDiverged
-from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
+from twotower.evaluation.protocol import EvalProtocol, evaluate
 from twotower.heartbeat import rank_heartbeats
 from twotower.losses.factory import make_loss
 from twotower.losses.base import temperature_suspect
@@ -60,6 +60,7 @@ from twotower.training.rank_checks import check_ranks, check_resumed
 from twotower.training.result import TrainResult
 from twotower.training.schedule import epoch_lr_factor
 from twotower.training.scorer import TwoTowerScorer
+from twotower.training.select_metric import select_k
 from twotower.training.sequence import SequenceExamples
 from twotower.training.sequence_step import sequence_step
 from twotower.training.start_line import log_start
@@ -81,15 +82,13 @@ class Trainer:
                  eval: EvalConfig, valid_relevant: sp.csr_matrix | None = None,
                  train_matrix: sp.csr_matrix | None = None, out_dir: str | Path | None = None) -> None:
         self.model, self.seqs, self.loss_cfg, self.cfg, self.eval_cfg = model, train_seqs, loss, train, eval
-        try:  # early stopping reads this key of the validation metrics: one they lack stopped on the loss, silently
-            _, self._select_k = parse_metric(eval.select_metric)
-        except ConfigError as e:
-            raise ConfigError(f"eval.select_metric: {e}") from None
         from twotower.training.hooks import validation_users  # lazily, as the other hooks
 
         self.valid_given = valid_relevant  # every validation user: a resumed run's sample is told from it (measure.py)
         self.valid_relevant = validation_users(valid_relevant, train.valid_max_users, train.seed)
         self.train_matrix = train_matrix
+        # the key early stopping reads, refused where validation lacks it or its lists fix it (training/select_metric.py)
+        self._select_k = select_k(eval.select_metric, self.valid_relevant, train_matrix)
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.device = resolve_device(train.device)  # a clear error before any process group is joined
         init_distributed(train)
