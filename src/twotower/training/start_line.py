@@ -1,6 +1,6 @@
 """The trainer's line before the first epoch: ``training: N examples/epoch (causal), batch B, loss ..., P parameters``;
-then what the settings do to this data that the user may not expect (few optimizer steps, a costly objective, short
-history windows, a selection metric over lists that hold every item)."""
+then what the settings do to this data that the user may not expect (few optimizer steps, more negatives than items, a
+costly objective, short history windows, a selection metric over lists that hold every item)."""
 from __future__ import annotations
 
 import logging
@@ -18,7 +18,8 @@ from twotower.utils.wording import plural
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
 
-__all__ = ["big_tables_note", "few_steps_warning", "history_len_note", "log_start", "sequence_cost_note"]
+__all__ = ["big_tables_note", "few_steps_warning", "history_len_note", "log_start", "many_negatives_warning",
+           "sequence_cost_note"]
 
 #: optimizer steps an epoch under which the start warns (unless the epochs add up to ENOUGH_STEPS): 1,500 ML-1M
 #: users in train.examples=sequence's batches of 512 were 3 steps an epoch, and validation NDCG@10 0.0007
@@ -50,7 +51,8 @@ def log_start(tr: "Trainer", batch: int) -> None:
     if unused:  # a warning where the value was set (not the default, 0.2): an INFO line, which -q hides, said it
         log.log(logging.INFO if train.history_dropout == type(train)().history_dropout else logging.WARNING, "%s", unused)
     select = select_metric_warning(tr.eval_cfg.select_metric, tr.valid_relevant, tr.train_matrix)
-    for line, level in ((few_steps_warning(tr, batch), logging.WARNING), (select, logging.WARNING),
+    for line, level in ((few_steps_warning(tr, batch), logging.WARNING), (many_negatives_warning(tr, batch), logging.WARNING),
+                        (select, logging.WARNING),
                         (sequence_cost_note(tr), logging.INFO), (history_len_note(tr), logging.INFO),
                         (big_tables_note(tr), logging.INFO)):
         if line:
@@ -71,6 +73,25 @@ def big_tables_note(tr: "Trainer") -> str | None:
     return (f"train.optimizer=adamw steps every row of the ID tables at every step, and the largest holds "
             f"{rows:,} rows: train.optimizer=sparse_adam steps only the rows a batch touches (about 5x faster "
             f"on a 373,000-item catalogue), the other weights by AdamW as now")
+
+
+def many_negatives_warning(tr: "Trainer", batch: int) -> str | None:
+    """The warning that loss.uniform_negatives (inbatch) or loss.sampled_negatives (sampled) draws more negatives a
+    batch than the catalogue has items, or None: they are drawn with replacement, so most are repeats, and the full
+    softmax scores each item once. loss.uniform_negatives=100000 on ML-100K's 1,615 items trained at 133 examples/s
+    against ~9,000, the start line saying only "100511 negatives a query"."""
+    loss, n_items = tr.loss_cfg, tr.model.n_items
+    if loss.kind == "inbatch" and loss.uniform_negatives > n_items:
+        setting, drawn, per_query = "uniform_negatives", loss.uniform_negatives, batch - 1 + loss.uniform_negatives
+    elif loss.kind == "sampled" and loss.sampled_negatives > n_items:
+        setting, drawn, per_query = "sampled_negatives", loss.sampled_negatives, loss.sampled_negatives
+    else:
+        return None
+    drop = f"loss.{setting}" + (" and loss.sampler" if loss.kind == "sampled" and loss.sampler != "uniform" else "")
+    return (f"loss.{setting}={drawn:,} draws more negatives a batch than the {n_items:,} items of the catalogue, so "
+            f"most are repeats (drawn with replacement), {per_query:,} negatives a query in all; loss.kind=full scores "
+            f"each item once, the exact softmax these negatives estimate, and is cheaper here: set loss.kind=full and "
+            f"drop {drop}")
 
 
 def few_steps_warning(tr: "Trainer", batch: int) -> str | None:
