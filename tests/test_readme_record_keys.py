@@ -61,3 +61,16 @@ def test_every_key_of_the_evaluate_record_is_in_the_readme(run_dir, tmp_path, ca
     record = json.loads(Path(f"{out}.json").read_text(encoding="utf-8"))
     assert "segments" in record
     assert set(_unnamed(record, _paragraph("`evaluate --csv eval.csv` writes", "A k not below"))) <= SHARED
+
+
+def test_every_key_of_a_log_jsonl_row_is_in_the_readme(run_dir):
+    """log.jsonl's keys were documented nowhere (collapse_std aside), so `inbatch_accuracy` read as an in-batch
+    accuracy under every loss: BPR's pairwise accuracy and the full softmax's over the catalogue included."""
+    from twotower.training.epoch_line import ACCURACY_KIND
+
+    rows = [json.loads(line) for line in (run_dir / "log.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    text = _paragraph("`log.jsonl` holds", "Training into a folder that holds an earlier run")
+    keys = {key for row in rows for key in row if not key.startswith("valid_")}
+    assert {"inbatch_accuracy", "accuracy_kind"} <= keys
+    assert _unnamed(dict.fromkeys(keys), text) == [] and "`valid_" in text
+    assert all(f'`"{kind}"`' in text for kind in ACCURACY_KIND.values())

@@ -807,20 +807,21 @@ class EvalConfig:
                f"must be >= 1, got {said(self.ease_low_rank_max_items)}")
         _check(self.ease_tune_max_users is None or self.ease_tune_max_users >= 1, "eval.ease_tune_max_users",
                f"must be >= 1, or null for every validation user, got {said(self.ease_tune_max_users)}")
-        from twotower.evaluation.metric_names import PER_USER_METRICS, parse_metric  # no numpy or scipy
+        from twotower.evaluation.metric_names import CATALOGUE_METRICS, PER_USER_METRICS, parse_metric  # no numpy
 
+        # Coverage and MeanPop describe the lists, not whether they hit: `MeanPop@10` kept the epoch with the most
+        # popular lists as "best", and the item-item term's tuning refused it after the whole training
+        base = self.select_metric.partition("@")[0]
+        _check(base not in CATALOGUE_METRICS, "eval.select_metric",
+               f"selects on how well the lists hit the held-out items: one of {list(PER_USER_METRICS)} at some k, "
+               f"e.g. 'NDCG@10'; {base} describes the lists themselves (it is reported beside them), got "
+               f"{self.select_metric!r}")
         try:  # "ndcg@10" passed --print-config and was refused only after the data was read
-            base, k = parse_metric(self.select_metric)
+            _, k = parse_metric(self.select_metric, PER_USER_METRICS)
         except ConfigError as e:
             raise ConfigError(f"eval.select_metric: {e}") from None
         # validation pads its lists to k as it does eval.ks': NDCG@100000 was taken where eval.ks=[100000] is not
         _check(k <= MAX_K, "eval.select_metric", f"k must be at most {MAX_K} (as eval.ks), got {self.select_metric}")
-        # Coverage and MeanPop describe the lists, not whether they hit: `MeanPop@10` kept the epoch with the most
-        # popular lists as "best", and the item-item term's tuning refused it after the whole training
-        _check(base in PER_USER_METRICS, "eval.select_metric",
-               f"selects on how well the lists hit the held-out items: one of {list(PER_USER_METRICS)} at some k, "
-               f"e.g. 'NDCG@10'; {base} describes the lists themselves (it is reported beside them), got "
-               f"{self.select_metric!r}")
         for b in self.baselines:
             _choice(b, "eval.baselines", ("popularity", "ease", "itemknn"))
         _check(len(set(self.baselines)) == len(self.baselines), "eval.baselines", "names a baseline twice")

@@ -647,3 +647,14 @@ def test_a_select_metric_k_above_the_eval_ks_bound_is_refused():
                                           r"must be at most 10000 \(as eval\.ks\), got NDCG@100000"):
         load_config(overrides=["eval.select_metric=NDCG@100000"])
     assert load_config(overrides=["eval.select_metric=NDCG@10000"]).eval.select_metric == "NDCG@10000"
+
+
+def test_a_misspelt_select_metric_lists_only_the_metrics_that_can_select():
+    # the list named Coverage and MeanPop, and following it, eval.select_metric=Coverage@10 was then refused as a
+    # metric that cannot select
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=["eval.select_metric=ndcg@10"])
+    said = str(e.value)
+    assert "with NAME in ['HitRate', 'MRR', 'NDCG', 'Precision', 'Recall']" in said
+    assert "Coverage" not in said and "MeanPop" not in said
+    assert "did you mean 'NDCG@10'?" in said

@@ -226,3 +226,15 @@ def test_a_new_best_within_the_printed_digits_says_by_how_much(caplog):
     said = line([0.19, 0.200358, 0.200406])
     assert "valid NDCG@10 0.2004 (new best, up 5e-05 on 0.200358)" in said, said
     assert "valid NDCG@10 0.2100 (new best) " in line([0.19, 0.200358, 0.21])
+
+
+@pytest.mark.parametrize(("kind", "accuracy"), [("inbatch", "inbatch"), ("sampled", "sampled"), ("full", "catalogue"),
+                                                ("bpr", "pairwise")])
+def test_each_rows_accuracy_names_its_kind_beside_the_kept_key(kind, accuracy):
+    """log.jsonl called every loss's accuracy inbatch_accuracy, BPR's pairwise one (~0.9) and the full softmax's over
+    the catalogue alike, while the epoch line told them apart: the key stays (scripts read it), and its kind is said."""
+    _, _, seqs, model = tiny_mean_model()
+    tr = Trainer(model, seqs, loss=LossConfig(kind=kind, sampled_negatives=16),
+                 train=TrainConfig(epochs=1, batch_size=8, progress=False, checkpoint=False), eval=EvalConfig(baselines=()))
+    row = tr.fit().history[0]
+    assert row["accuracy_kind"] == accuracy and 0.0 <= row["inbatch_accuracy"] <= 1.0

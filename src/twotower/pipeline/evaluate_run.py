@@ -19,7 +19,7 @@ from twotower.data.readers import read_interactions
 from twotower.errors import ConfigError, DataError
 from twotower.utils.arguments import check_flag
 from twotower.evaluation.full_lists import counting_at, past_catalogue, past_rankable, rankable_items
-from twotower.evaluation.protocol import EvalProtocol, evaluate_segments, parse_metric
+from twotower.evaluation.protocol import PER_USER_METRICS, EvalProtocol, evaluate_segments, parse_metric
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run, run_part_file
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.pipeline.tuned_baselines import TUNED_FILE, cached_tuning, is_kept, tuning_key
@@ -249,7 +249,7 @@ def evaluate_run(
     # ks=10 or ks=(0,), and a select_metric such as "ndcg@10", were refused only after the run's split files were
     # read (the metric after the two-tower row was computed, when the first baseline was tuned)
     protocol = EvalProtocol(ks=ks, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
-    parse_metric(select_metric)
+    parse_metric(select_metric, PER_USER_METRICS)  # the tunings' measure: Coverage and MeanPop cannot tune
     m = run_matrices(run)
     if test_file is not None:
         if split != "test":

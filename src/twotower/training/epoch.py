@@ -16,6 +16,7 @@ import torch
 
 from twotower import distributed as tdist
 from twotower.training.diagnostics import collapse_advice, model_diagnostics, temperature_line_scale
+from twotower.training.epoch_line import ACCURACY_KIND
 from twotower.training.plan_chunk import chunk_size, plan_chunk
 from twotower.training.prefetch import Prefetcher
 from twotower.training.side_worker import SideWorker
@@ -77,6 +78,7 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     # and counting it read the epoch's loss and accuracy low (by a third with 17 examples in batches of 8)
     steps = max(run.batches, 1)
     row: dict[str, Any] = {"epoch": epoch, "loss": total_loss / steps, "inbatch_accuracy": total_acc / steps,
+                           "accuracy_kind": ACCURACY_KIND[tr.loss_cfg.kind],  # what that key holds, per loss
                            "examples_per_s": n / max(seconds, 1e-9), "world_size": tr.world}  # a resume may change it
     if tr.sequence:
         row["positions_per_s"] = positions / max(seconds, 1e-9)

@@ -11,7 +11,7 @@ from twotower.training.loop import EarlyStopping
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
 
-__all__ = ["EPOCH_ACCURACY", "log_epoch", "format_seconds"]
+__all__ = ["ACCURACY_KIND", "EPOCH_ACCURACY", "log_epoch", "format_seconds"]
 
 log = logging.getLogger("twotower.training.trainer")
 
@@ -19,6 +19,9 @@ log = logging.getLogger("twotower.training.trainer")
 #: How the epoch line names the step's accuracy per loss.kind: BPR's "acc 0.864" (its positive above one random
 #: negative) read beside the in-batch softmax's "acc 0.042" (top of 512) as if the same measure, 20x better
 EPOCH_ACCURACY = {"inbatch": "acc", "sampled": "sampled acc", "full": "catalogue acc", "bpr": "pairwise acc"}
+#: What a log.jsonl row's ``accuracy_kind`` says its ``inbatch_accuracy`` is, per loss.kind: the key is kept for the
+#: scripts that read it, though only the in-batch softmax's accuracy is an in-batch one (README: log.jsonl)
+ACCURACY_KIND = {"inbatch": "inbatch", "sampled": "sampled", "full": "catalogue", "bpr": "pairwise"}
 
 
 def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlyStopping, horizon: int) -> None:

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from twotower.errors import ConfigError
 from twotower.evaluation.full_lists import COUNTING_METRICS, past_catalogue, past_rankable, rankable_items
-from twotower.evaluation.metric_names import parse_metric
+from twotower.evaluation.metric_names import PER_USER_METRICS, parse_metric
 
 __all__ = ["select_k", "select_metric_warning"]
 
@@ -18,7 +18,7 @@ def select_k(metric: str, valid: sp.csr_matrix | None, exclude: sp.csr_matrix | 
     ConfigError where validation cannot compute it, or where it counts hits and every validation user's list at k
     (``valid`` [U, I], less ``exclude``) holds every item that user can be shown."""
     try:  # one the validation metrics lack stopped on the loss, silently
-        base, k = parse_metric(metric)
+        base, k = parse_metric(metric, PER_USER_METRICS)
     except ConfigError as e:
         raise ConfigError(f"eval.select_metric: {e}") from None
     full = _full_lists(k, valid, exclude)
