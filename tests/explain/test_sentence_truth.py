@@ -18,7 +18,7 @@ import pytest
 from twotower.explain import explain_recommendation
 from twotower.explain.explainer import run_item_names, run_metadata_columns
 from twotower.explain.metadata import MetadataColumns, split_values
-from twotower.explain.text import NAMED, explanation_text
+from twotower.explain.text import NAMED, explanation_text, one_item
 
 TAIL = re.compile(r"^(?: \((?:both )?(?P<common>[^()]*)\))?(?: and (?P<n>\d+) other (?P<value>.+?) titles? "
                   r"that also raises? its score)?(?P<rest>[;.].*)$")
@@ -54,7 +54,8 @@ def check_sentence(run, user_row: int, item_row: int) -> str:
         return apart.get(rec["item_id"], rec["title"])
 
     title = said(e["item"])
-    positive = [h for h in table if h["contribution"] > 0]
+    # a history of one item: that item's share is the history's total (removing it leaves the empty history)
+    positive = [h for h in table if (e["history_total"] if one_item(e, table) else h["contribution"]) > 0]
     if not positive:
         assert text.startswith(f"No item in your history raises the score of {title}"), text
         return "none positive"
@@ -187,19 +188,37 @@ def test_no_positive_contributor_but_a_history_that_raises_the_score_says_so() -
     expl = {"item_id": "x", "item": {"title": "Heat", "genres": "Action"}, "already_seen": False,
             "basis": "history", "reads_history": True, "profile": "popularity", "method": "loo", "history": [],
             "shared_metadata": {}, "history_total": 0.195}
-    table = [{"item_id": "a", "title": "Ronin", "genres": "Action", "contribution": -0.1}]
+    table = [{"item_id": "a", "title": "Ronin", "genres": "Action", "contribution": -0.1},
+             {"item_id": "b", "title": "Face/Off", "genres": "Action", "contribution": -0.2}]
     assert explanation_text(expl, cols, table) == (
         "No item in your history raises the score of Heat (removing any one of them would not lower it), but "
         "together they do (+0.1950 over the model's empty-history representation, which is the same for every "
         "user and acts as a popularity prior).")
     expl["history_total"] = -0.01  # a history that lowers the score keeps the sentence it had
     assert "; it rests on the model's empty-history representation" in explanation_text(expl, cols, table)
-    # one item is not "together": gradxinput's first-order share of a one-item history can be <= 0 where the
-    # item, the history as a whole, raises the score
+    # one item is not "together": its share is the history's total, so it is named where the total raises the
+    # score, whatever a position's share says (this pinned "No item in your history raises the score of Heat (by the
+    # first-order gradient x input estimate), but your history as a whole does (+0.0658 ...)", denying the only item)
     one = {**expl, "method": "gradxinput", "history_window": 1, "history_total": 0.0658}
-    assert explanation_text(one, cols, table).startswith(
-        "No item in your history raises the score of Heat (by the first-order gradient x input estimate), but your "
-        "history as a whole does (+0.0658 over the model's empty-history representation")
+    assert explanation_text(one, cols, table[:1]) == "Because you watched Ronin (Action)."
+
+
+@pytest.mark.parametrize("method", ["loo", "gradxinput"])
+@pytest.mark.parametrize("copies", [1, 3])
+def test_the_only_item_of_a_history_is_never_said_to_raise_a_score_its_history_lowers(method, copies) -> None:
+    """ML-100K, `explain --history 50 --item 172 --method gradxinput`: "...your history lowers it overall
+    (-0.0421), though Star Wars (1977) raises it" of a history that is Star Wars alone (its first-order share
+    +0.0138); the only item's share is the history's total, repeated or not."""
+    cols = MetadataColumns(multi=("genres",))
+    expl = {"item_id": "172", "item": {"title": "Empire", "genres": "Action"}, "already_seen": False,
+            "basis": "history", "reads_history": True, "profile": "popularity", "method": method, "history": [],
+            "shared_metadata": {}, "history_total": -0.0421, "history_window": copies}
+    table = [{"item_id": "50", "title": "Star Wars", "genres": "Action", "contribution": 0.0138}] * copies
+    said = explanation_text(expl, cols, table)
+    how = "removing that one item" if copies == 1 else "it is one item, repeated 3 times, and removing it"
+    assert said == (f"No item in your history raises the score of Empire ({how} would not lower it); it rests on "
+                    "the model's empty-history representation, which is the same for every user and acts as a "
+                    "popularity prior.")
 
 
 def test_an_item_repeated_in_the_history_is_named_and_counted_once() -> None:

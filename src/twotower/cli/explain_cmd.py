@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", default="loo", choices=["loo", "gradxinput"],
                    help="loo: exact leave-one-out (default); gradxinput: a first-order estimate, one backward pass "
                         "(gradient x input of each history item's embedding: for a pooled tower its share of the "
-                        "pooled history; it may rank the history differently from loo)")
+                        "pooled history; it may rank the history differently from loo; a history of one item, "
+                        "repeated or not, gets its exact share, the history's total)")
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     add_no_verify(p)

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from twotower.explain.metadata import MetadataColumns, split_values
 from twotower.explain.names import name_of
 
-__all__ = ["explanation_text", "sentence_facts", "BASIS_TEXT", "NAMED"]
+__all__ = ["explanation_text", "sentence_facts", "one_item", "BASIS_TEXT", "NAMED"]
 
 #: what a score rests on when no history item explains it
 BASIS_TEXT = {
@@ -100,6 +100,22 @@ def _primary_values(rec: dict[str, Any], cols: MetadataColumns) -> list[str]:
     return split_values(rec.get(cols.multi[0]), cols.separator) if cols.multi else []
 
 
+def one_item(expl: dict[str, Any], history: list[dict[str, Any]]) -> bool:
+    """Whether the history pools one item the model has learned (at one position or repeated) and the dict has its
+    total: that item's share is then ``history_total`` (removing it leaves the empty history), whatever each
+    position's share says (a first-order estimate's, or leave-one-out's of one copy among several). The sentence
+    read the positions: gradxinput's +0.0138 for Star Wars, the whole history, gave "your history lowers it
+    overall (-0.0421), though Star Wars (1977) raises it"."""
+    return (expl.get("history_total") is not None and len({h["item_id"] for h in history}) == 1
+            and not history[0].get("cold"))
+
+
+def _raises(h: dict[str, Any], total: float | None) -> bool:
+    """Whether history entry ``h`` raises the score: its contribution, or ``total`` (not None) for a history of
+    one item (:func:`one_item`)."""
+    return (h["contribution"] if total is None else total) > 0
+
+
 def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[dict[str, Any]]) -> dict[str, Any]:
     """What the sentence may claim, read off the attribution table ``history`` (every pooled item).
 
@@ -112,16 +128,18 @@ def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[di
     before ``common``: "(both cat toys, bundle)"). Items whose
     contribution is zero or negative are never counted: they did not raise the score; nor are items without
     training interactions (``cold`` entries), which moved it by vectors the model has not learned.
-    An item at several history positions is named and counted once.
+    An item at several history positions is named and counted once. A history of one item raises the score
+    where ``history_total`` does (:func:`one_item`).
     """
     # one entry per item: a history may hold an item twice (a re-watch, a repeat purchase), each position its own
     # row of the table; counted per position the sentence said "Because you watched Star Wars and Star Wars" and
     # "N other titles" counted one title N times. The table is largest first, so an item keeps its largest share.
     seen: set[Any] = set()
     positive = []
+    total = expl["history_total"] if one_item(expl, history) else None
     for h in history:
         # a cold history item (no training interactions) moved the score by its untrained vector: no reason to give
-        if h["contribution"] > 0 and h["item_id"] not in seen and not h.get("cold"):
+        if _raises(h, total) and h["item_id"] not in seen and not h.get("cold"):
             seen.add(h["item_id"])
             positive.append(h)
     named = positive[:NAMED]
@@ -193,7 +211,11 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
         # one item at every position (["50", "50", "50"]): "any one of them" read as several items, and removing a
         # copy leaves the others, which is why it does not lower the score
         repeated = len(table) > 1 and len({h["item_id"] for h in table}) == 1
-        if expl.get("method", "loo") != "loo":
+        if one_item(expl, table):
+            # its share is the history's total, exact for either method: removing it leaves the empty history
+            how = (f"it is one item, repeated {len(table)} times, and removing it would not lower it" if repeated
+                   else "removing that one item would not lower it")
+        elif expl.get("method", "loo") != "loo":
             how = "by the first-order gradient x input estimate"
         elif repeated:
             how = (f"it is one item, repeated {len(table)} times: removing one copy leaves the others, and would not "
