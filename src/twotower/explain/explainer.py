@@ -31,7 +31,8 @@ user.
 ``rank`` is the item's place (1 = first) among the catalogue's items outside the user's history -- the list
 ``/recommend`` gives without filters -- by these scores, and ``empty_history_rank`` its place in the same list
 scored from the empty-history representation (None where the tower reads no history, or for an item in the
-history). A recommendation is a rank, not a score: a history can lower an item's score and still lift it up the
+history). :func:`explain_recommendations` with ``exclude_seen=False`` counts over every item, the history's
+included, as ``/recommend`` with ``exclude_seen`` false lists them (an item in the history has a place there too). A recommendation is a rank, not a score: a history can lower an item's score and still lift it up the
 list by lowering the items above it more, and the sentence then says so rather than that the score "rests on" the
 empty history.
 """
@@ -292,12 +293,17 @@ def explain_recommendations(
     encoded_features: Features | None = None,
     item_vectors: np.ndarray | None = None,
     list_ranks: Sequence[int] | None = None,
+    exclude_seen: bool = True,
 ) -> list[dict[str, Any]]:
     """:func:`explain_recommendation` for several items of one user, in order.
 
     ``list_ranks``: each item's place in the list the caller served (``POST /recommend`` with ``explain``), taken as
     its ``rank``: from an approximate index the list can differ from the exact count (65 of 400 demo items under
     IVF), and the sentence quoted a place the list beside it did not show.
+
+    ``exclude_seen``: whether the list the ranks count in leaves the user's history out (``/recommend``'s field of
+    that name); False counts every item, as that list holds the history's items too: counted without them, every
+    item below a seen one was explained one place above where the list showed it.
 
     ``encoded_features``: ``user_features`` already encoded by the caller (the service encodes a
     request's features once, for its list and its explanations).
@@ -374,7 +380,8 @@ def explain_recommendations(
     has_text = item_has_text(run) if "text" in reads_of_item else None
     if check is not None:
         check()
-    ranks = _list_ranks(run, user_row, window, feats, item_rows, seen, item_vectors,
+    listed_out = seen if exclude_seen else np.zeros(0, np.int64)  # what the list the ranks count in leaves out
+    ranks = _list_ranks(run, user_row, window, feats, item_rows, listed_out, item_vectors,
                         atts[0].user_vectors if atts else None)
     if list_ranks is not None:  # the served list's places (an approximate index's list, as the client sees it)
         ranks = [(int(listed), empty) for listed, (_, empty) in zip(list_ranks, ranks)]

@@ -811,13 +811,14 @@ class RecommenderService:
                 described = None if b not in feats else repr(sorted(dict(r.user_features or {}).items()))
                 # each item's rank is its place in this list: an approximate index's list differs from the exact
                 # count the explanation made, and the sentence quoted a place the list did not show (where the list
-                # is the one `rank` describes: no filters, the history left out, nothing else)
-                plain = masks[b] is None and r.exclude_seen and (listed[b] is None or len(listed[b]) == 0)
-                key = (u, None if hist is None else tuple(hist), described, tuple(first), plain)
+                # is the one `rank` describes: no filters, nothing else left out; the history left out or not, as
+                # exclude_seen says, which the ranks count alike)
+                plain = masks[b] is None and (listed[b] is None or len(listed[b]) == 0)
+                key = (u, None if hist is None else tuple(hist), described, tuple(first), plain, r.exclude_seen)
                 if key not in done:
                     kw = {} if b not in feats else {"user_features": r.user_features, "encoded_features": feats[b]}
                     done[key] = explain(self.run, user_row=u, history_rows=hist, item_rows=first, check=check,
-                                        item_vectors=self.item_vectors, **kw,
+                                        item_vectors=self.item_vectors, exclude_seen=r.exclude_seen, **kw,
                                         **({"list_ranks": list(range(1, len(first) + 1))} if plain else {}))
                 for item, e in zip(items, done[key]):
                     item["explanation"] = e
