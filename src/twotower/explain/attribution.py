@@ -83,6 +83,13 @@ def contributions(score: float, variants: np.ndarray) -> np.ndarray:
     return c
 
 
+def empty_history_score(score: float, empty: float, pooled: int) -> float:
+    """The empty-history score: ``empty`` where the window pools at least one item, else ``score`` itself. With
+    nothing pooled both are the same user, yet another row of the float32 tower's pass scored them a few ulps apart,
+    and a user with no history was told "history adds -0.0000" (history_total -5.3e-09, score != empty score)."""
+    return float(empty) if pooled else float(score)
+
+
 @dataclass(frozen=True)
 class Attribution:
     """One (user, item) score split over the history window.
@@ -209,7 +216,7 @@ def attribute_history(
         with torch.no_grad():
             s = user_scores(model, user_row, H, W, v, features).double()  # [n + 2]
         contrib = contributions(float(s[0]), s[1 : n + 1].numpy())
-        return Attribution(float(s[0]), float(s[-1]), positions.numpy(), contrib, method)
+        return Attribution(float(s[0]), empty_history_score(s[0], s[-1], n), positions.numpy(), contrib, method)
     with torch.inference_mode(False), torch.enable_grad():  # callers may sit inside no_grad / inference_mode
         # clones made here are ordinary tensors even if the inputs were created under inference_mode
         wg = w.clone().requires_grad_(True)
@@ -220,7 +227,8 @@ def attribute_history(
     # c = w * ds/dw, written as score - (score - c) to share the float32 noise floor with loo
     contrib = contributions(s_value, s_value - (w[0, positions] * grad[0, positions]).double().numpy())
     with torch.no_grad():
-        s_empty = float(user_scores(model, user_row, hist, torch.zeros_like(w), v, features)[0])
+        empty = user_scores(model, user_row, hist, torch.zeros_like(w), v, features)[0]
+    s_empty = empty_history_score(s_value, empty, n)
     if n and torch.unique(hist[0, positions]).numel() == 1:
         # one item pooled (module docstring): its share is known exactly, so no estimate stands in for it
         contrib = contributions(s_value, np.full(n, s_value - (s_value - s_empty) / n))
@@ -286,6 +294,6 @@ def attribute_history_many(
     out = []
     for m in range(len(item_rows)):
         s = S[:, m]
-        out.append(Attribution(float(s[0]), float(s[-1]), pos, contributions(float(s[0]), s[1 : n + 1].numpy()), method,
-                               ends))
+        out.append(Attribution(float(s[0]), empty_history_score(s[0], s[-1], n), pos,
+                               contributions(float(s[0]), s[1 : n + 1].numpy()), method, ends))
     return out
