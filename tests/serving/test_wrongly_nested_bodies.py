@@ -35,8 +35,13 @@ def _refused(client: TestClient, path: str, body: object) -> tuple[str, list[dic
      "body.top: must be a JSON integer such as 5, got an object"),
     ("/explain", {"user_id": "u1", "item_id": "i1", "method": ["loo"]},
      "body.method: must be 'loo' or 'gradxinput', got an array"),
+    # the string sent is named (it said "got another string", which did not show the value refused)
     ("/explain", {"user_id": "u1", "item_id": "i1", "method": "lo"},
-     "body.method: must be 'loo' or 'gradxinput', got another string; did you mean 'loo'?"),
+     "body.method: must be 'loo' or 'gradxinput', got 'lo'; did you mean 'loo'?"),
+    ("/explain", {"user_id": "u1", "item_id": "i1", "method": "shap"},
+     "body.method: must be 'loo' or 'gradxinput', got 'shap'"),
+    ("/explain", {"user_id": "u1", "item_id": "i1", "method": "x" * 300},
+     f"body.method: must be 'loo' or 'gradxinput', got {'x' * 40 + '...'!r}"),
     # the id wrapped in an object under another name: the field left out is named, with a body that has it
     ("/similar-items", {"item": {"id": "i1"}}, f"body.item_id: is missing; send it, {SIMILAR}"),
     ("/explain", {"user_id": "u1"}, 'body.item_id: is missing; send it, such as {"user_id": "42", "item_id": "50"}'),
@@ -65,7 +70,7 @@ def test_the_unknown_wrapper_is_named_beside_the_missing_field(client) -> None:
     ({"query": ["x"]}, "body.query: must be a JSON string, got an array"),
     ({"query": None}, "body.query: must be a JSON string, got null"),
     ({"query": "x", "mode": ["bm25"]}, "body.mode: must be 'bm25', 'dense' or 'hybrid', got an array"),
-    ({"query": "x", "mode": "hybird"}, "body.mode: must be 'bm25', 'dense' or 'hybrid', got another string; "
+    ({"query": "x", "mode": "hybird"}, "body.mode: must be 'bm25', 'dense' or 'hybrid', got 'hybird'; "
                                        "did you mean 'hybrid'?"),
     ({"query": "x", "k": {"n": 5}}, "body.k: must be an integer from 1 to 1000, got an object"),
     ({"search": {"query": "x"}}, 'body.query: is missing; send it, such as {"query": "vitamin D and bone density", '

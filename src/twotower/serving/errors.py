@@ -374,7 +374,8 @@ def _shape_words(err: Any, loc: list[str], path: str) -> str | None:
             return f"must be {expected}, got {_sent(got)}"
         values = re.findall(r"'([^']*)'", expected)
         near = difflib.get_close_matches(got, values, n=1, cutoff=0.6)
-        return f"must be {expected}, got another string" + (f"; did you mean {near[0]!r}?" if near else "")
+        # the string itself, bounded: "got another string" did not show which value was refused
+        return f"must be {expected}, got {_shown_key(got)}" + (f"; did you mean {near[0]!r}?" if near else "")
     if kind == "missing" and len(loc) >= 2:
         # {"item": {"id": "50"}} left item_id out (the unknown "item" is its own detail): "Field required" showed no
         # body that has it
@@ -484,7 +485,8 @@ def _unparsable_body(cause: BaseException) -> str | None:
 
 
 def _shown_key(key: object) -> str:
-    """A repeated key as the refusal shows it: quoted, at most 40 characters (a bounded echo)."""
+    """A repeated key, or a string a field of set values does not take, as the refusal shows it: quoted, at most 40
+    characters (a bounded echo)."""
     text = str(key)
     return repr(text if len(text) <= 40 else text[:40] + "...")
 
