@@ -138,3 +138,30 @@ def test_explain_by_id_refuses_a_history_given_as_one_string(mean_run) -> None:
     with pytest.raises(ConfigError, match=r'^history_ids: must be a list of item ids, oldest first, e.g. \["i1"\], got a string'):
         explain_by_id(mean_run, history_ids="i1", item_id="i3")
     assert explain_by_id(mean_run, history_ids=("i1",), item_id="i3")["text"]
+
+
+def test_a_tower_that_reads_no_history_is_not_said_to_have_a_history_window(tmp_path, capsys) -> None:
+    """model.user.history=none: the footer said "shared with the last 147 history items" and a cold item's sentence
+    "... with the 147 items of your history window" of a tower that reads no history, so has no window: the items
+    compared are the user's whole history."""
+    from explain_tiny_run import train_tiny_run
+
+    from twotower.explain.metadata import MetadataColumns
+    from twotower.explain.text import explanation_text
+
+    run = train_tiny_run(tmp_path / "none", history="none", user_features=True, epochs=1)
+    assert main(["explain", "--run", str(run), "--user", "u1", "--item", "i7", "--json"]) == 0
+    e = json.loads(capsys.readouterr().out)
+    assert e["reads_history"] is False and e["shared_metadata"]["history_items"] > 0
+    assert main(["explain", "--run", str(run), "--user", "u1", "--item", "i7"]) == 0
+    out = capsys.readouterr().out
+    n = e["shared_metadata"]["history_items"]
+    assert f"\nshared with your {n} history items (this model does not read them): genres: " in out, out
+    assert "the last" not in out
+    cold = {**e, "cold": True, "already_seen": False,
+            "shared_metadata": {"history_items": n, "genres": [{"value": "Drama", "count": 2}]}}
+    said = explanation_text(cold, MetadataColumns(multi=("genres",)), [])
+    assert said.endswith(f"; it shares Drama (2 items) with the {n} items of your history, which this model does not "
+                         "read."), said
+    assert explanation_text({**cold, "reads_history": True}, MetadataColumns(multi=("genres",)), []).endswith(
+        f"with the {n} items of your history window.")

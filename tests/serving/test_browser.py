@@ -331,6 +331,21 @@ def test_explorer_lists_a_shared_categorical_value(tmp_path) -> None:
 
 
 @needs_chromium
+def test_explorer_does_not_give_a_tower_that_reads_no_history_a_window(tmp_path) -> None:
+    # model.user.history=none: the items compared are the whole history, which the tower does not read ("shared
+    # with the last 147 history items" said it read the last 147)
+    shared = {"history_items": 147, "genres": [{"value": "Drama", "count": 60}]}
+    answer = _explained("Casino", shared, [{"item_id": "i2", "title": "Heat", "contribution": 0.0, "genres": "Drama"}])
+    answer["items"][0]["explanation"].update(reads_history=False, history=[], basis="features",
+                                             text="This model does not read your history, so ...")
+    answers = {"/openapi.json": _ROUTES, "/readyz": {"ready": True, "n_users": 1, "n_items": 2}, "/recommend": answer}
+    dom = _chromium(_canned_page(tmp_path, answers) + "?user=u1", tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom, "the page's script did not finish"
+    assert _texts(dom, "muted shared") == [
+        "shared with your 147 history items (this model does not read them): genres: Drama (60)"]
+
+
+@needs_chromium
 def test_explorer_shows_a_history_holding_the_item_id_dot_dot(tmp_path) -> None:
     # GET /items/.. is GET / to a browser: the page itself came back as a 200 that is not JSON, was taken for an
     # item (null), and the history panel failed with "Cannot read properties of null"

@@ -84,8 +84,11 @@ def format_explanation(e: dict) -> str:
     shared = [f"{k}: " + ", ".join(f"{printable(x['value'])} ({x['count']})" for x in v)
               for k, v in e["shared_metadata"].items() if isinstance(v, list) and v]
     if shared:
-        lines.append("")
-        lines.append(f"shared with the last {e['shared_metadata']['history_items']} history items: " + "; ".join(shared))
+        n = e["shared_metadata"]["history_items"]
+        # a tower that reads no history has no window: "the last N" are then the whole history, which it does not read
+        compared = (f"the last {n} history items" if e.get("reads_history", True)
+                    else f"your {n} history items (this model does not read them)")
+        lines += ["", f"shared with {compared}: " + "; ".join(shared)]
     return "\n".join(lines)
 
 

@@ -285,7 +285,8 @@ def _cold_heads_clause(heads: dict[str, Any] | None, reads: tuple[str, ...] = ()
 
 def _shared_clause(expl: dict[str, Any], cols: MetadataColumns) -> str:
     """``"; it shares Comedy (13 items) and Animation (2) with the 50 items of your history window"`` from the
-    dict's shared metadata (first multi-valued column), or "" when it shares none."""
+    dict's shared metadata (first multi-valued column), or "" when it shares none. A tower that reads no history
+    has no window: its items are the whole history, which the sentence says the model does not read."""
     shared = expl.get("shared_metadata") or {}
     values = shared.get(cols.multi[0]) if cols.multi else None
     if not values:
@@ -293,7 +294,8 @@ def _shared_clause(expl: dict[str, Any], cols: MetadataColumns) -> str:
     said = [f"{v['value']} ({v['count']} item{'' if v['count'] == 1 else 's'})" if i == 0 else f"{v['value']} ({v['count']})"
             for i, v in enumerate(values[:3])]
     n = shared.get("history_items", 0)
-    return f"; it shares {_join(said)} with the {n} item{'' if n == 1 else 's'} of your history window"
+    where = "your history window" if expl.get("reads_history", True) else "your history, which this model does not read"
+    return f"; it shares {_join(said)} with the {n} item{'' if n == 1 else 's'} of {where}"
 
 
 def _cold_sentence(expl: dict[str, Any], cols: MetadataColumns, title: str, reads: tuple[str, ...]) -> str:

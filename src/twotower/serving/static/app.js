@@ -184,7 +184,10 @@ function explanationBlock(expl) {
     else if (v && typeof v === "object" && !Array.isArray(v) && "value" in v) facts.push(`${key}: ${v.value} (${v.count})`);
     else if (key.endsWith("_range") && v && v.min !== null && v.min !== undefined) ranges.push(rangeFact(key, v));
   }
-  if (facts.length) details.append(el("p", { class: "muted shared" }, `shared with the last ${shared.history_items} history items: ${facts.join("; ")}`));
+  // a tower that reads no history has no window: the items compared are the whole history, which it does not read
+  const compared = expl.reads_history === false ? `your ${shared.history_items} history items (this model does not read them)`
+    : `the last ${shared.history_items} history items`;
+  if (facts.length) details.append(el("p", { class: "muted shared" }, `shared with ${compared}: ${facts.join("; ")}`));
   // a range is not a shared value, and it spans only the history items its "among" names (those sharing a
   // genre with this item): under "shared with the last N history items" it read as a range over all N
   for (const r of ranges) details.append(el("p", { class: "muted range" }, r));
