@@ -380,7 +380,7 @@ def _latencies_ms(index: VectorIndex, queries: np.ndarray, k: int) -> np.ndarray
     return np.asarray(lat) * 1e3
 
 
-def _half_octaves(upto: int) -> list[int]:
+def half_octaves(upto: int) -> list[int]:
     """1, 2, 3, 4, 6, 8, 12, 16, ... (powers of two and the half-octaves between), ending at ``upto``."""
     upto = max(upto, 1)
     vals: list[int] = []
@@ -400,7 +400,7 @@ def _knob_grid(index: FaissIndex) -> Iterator[list[dict[str, Any]]]:
     knobs = index.knobs
     primary: list[dict[str, Any]] = [{}]
     if "nprobe" in knobs:
-        primary = [{"nprobe": p} for p in _half_octaves(index.nlist or 1)]
+        primary = [{"nprobe": p} for p in half_octaves(index.nlist or 1)]
     elif "efSearch" in knobs:
         primary = [{"efSearch": e} for e in EF_SEARCH]
     for kf in K_FACTORS if "k_factor" in knobs else [None]:

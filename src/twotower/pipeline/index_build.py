@@ -232,7 +232,7 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
 
         tuning[SIMILAR_RECALL] = measure_similar_recall(run, report.index, vectors, k=policy.k,
                                                         target=policy.target_recall, queries=policy.tune_queries,
-                                                        seed=policy.seed)
+                                                        seed=policy.seed, user_queries=queries)
         similar_note = similar_recall_shortfall(out, tuning, run.dir)
     # the plot goes into the new folder before it is swapped in: drawn after, a build killed (or failing) in between
     # left the new index without a plot, the old one's gone with the old folder

@@ -16,7 +16,7 @@ import numpy as np
 
 from twotower.config import SIMILAR_RECALL_QUERIES
 from twotower.index import ExactIndex, VectorIndex
-from twotower.index.autotune import EF_SEARCH, tie_aware_recall
+from twotower.index.autotune import EF_SEARCH, half_octaves, tie_aware_recall
 
 if TYPE_CHECKING:
     from twotower.pipeline.artifacts import TrainedRun
@@ -25,7 +25,8 @@ __all__ = ["SIMILAR_RECALL", "measure_similar_recall", "similar_recall_shortfall
 
 log = logging.getLogger(__name__)
 
-#: tune.json's key: {"recall", "k", "queries", "target", "met_target", "params", "suggest"}
+#: tune.json's key: {"recall", "k", "queries", "target", "met_target", "params", "suggest"}; "suggest" (None when the
+#: setting built meets the target): {KNOB: value, "recall": item-query recall, "user_recall": user-query recall}
 SIMILAR_RECALL = "similar_recall"
 
 
@@ -46,28 +47,44 @@ def _recall(index: VectorIndex, queries: np.ndarray, rows: np.ndarray, vectors: 
 
 
 def _ladder(index: VectorIndex, params: dict[str, Any]) -> tuple[str, list[int]]:
-    """The knob to raise and its larger values (doubling nprobe up to the list count; the efSearch grid)."""
+    """The knob to raise and its larger values: autotune's own grids (nprobe's half-octaves up to the list count,
+    efSearch's values), so a suggestion lands on a setting the user-query sweep measured too (nprobe 6, where
+    doubling from 1 went 4, 8)."""
     if "nprobe" in params:
         nlist = getattr(index, "nlist", None) or int(params["nprobe"])
-        values, v = [], int(params["nprobe"])
-        while v < nlist:
-            v = min(2 * v, nlist)
-            values.append(v)
-        return "nprobe", values
+        return "nprobe", [v for v in half_octaves(nlist) if v > int(params["nprobe"])]
     if "efSearch" in params:
         return "efSearch", [v for v in EF_SEARCH if v > int(params["efSearch"])]
     return "", []
 
 
+class _UserRecall:
+    """Recall@k of an index for the user queries the build tuned it on, against exact search, as autotune measures
+    it: a raised setting suggested for item queries must keep meeting the target for users too."""
+
+    def __init__(self, queries: np.ndarray, vectors: np.ndarray, ids: np.ndarray, k: int) -> None:
+        self.queries = np.ascontiguousarray(queries, dtype=np.float32)  # [Q, D]
+        self.vectors, self.ids, self.k = vectors, ids, k
+        exact = ExactIndex().build(vectors, ids).search(self.queries, k)
+        self.kth = exact.scores[:, min(k, len(ids)) - 1].astype(np.float64)  # [Q]
+
+    def __call__(self, index: VectorIndex) -> float:
+        found = index.search(self.queries, self.k)
+        return tie_aware_recall(found.ids, self.queries, self.vectors, self.ids, self.kth, self.k)
+
+
 def measure_similar_recall(run: TrainedRun, index: VectorIndex, vectors: np.ndarray, *, k: int, target: float,
-                           queries: int, seed: int) -> dict[str, Any]:
+                           queries: int, seed: int, user_queries: np.ndarray | None = None) -> dict[str, Any]:
     """Recall@``k`` of ``index`` against exact search with item vectors as queries, as `similar` asks them.
 
     ``queries`` items (capped at :data:`~twotower.config.SIMILAR_RECALL_QUERIES`, seeded by ``seed``) are queried
     as :func:`~twotower.pipeline.similar.similar_queries` queries them (a cold item of a dual-head run by its
     semantic head), each left out of its own list in both searches; recall is tie-aware as autotune's. Below
     ``target`` the index's search knob (``nprobe`` / ``efSearch``) is raised on the index already built, and the
-    first value meeting the target is recorded as ``"suggest"`` (the knob is put back after).
+    first value meeting the target is recorded as ``"suggest"`` (the knob is put back after). ``user_queries``
+    (``[Q, D]``, the user vectors the build tuned on): that value must meet the target for them too, with their
+    recall recorded as ``"user_recall"``; the suggestion was item recall alone, and `--nprobe 1`'s advice of
+    nprobe 4 built an index whose user recall@10 read 0.9429, which `serve` then refused.
     """
     from twotower.pipeline.similar import cold_item_mask, similar_queries
     from twotower.serving.settings import ServiceSettings
@@ -90,12 +107,17 @@ def measure_similar_recall(run: TrainedRun, index: VectorIndex, vectors: np.ndar
     if recall >= target:
         return out
     knob, values = _ladder(index, params)
+    users = None if user_queries is None or not len(user_queries) else _UserRecall(user_queries, vectors, ids, k)
     try:
         for v in values:
             index.set_search_params(**{**params, knob: v})
             got = _recall(index, q, rows, vectors, ids, kth, k)
-            if got >= target:
-                out["suggest"] = {knob: int(v), "recall": round(float(got), 6)}
+            if got < target:
+                continue
+            user_got = None if users is None else users(index)
+            if user_got is None or user_got >= target:
+                out["suggest"] = {knob: int(v), "recall": round(float(got), 6),
+                                  "user_recall": None if user_got is None else round(float(user_got), 6)}
                 break
     finally:
         if values:
@@ -113,11 +135,13 @@ def similar_recall_shortfall(index_dir: str | Path, tune: dict[str, Any] | None,
     from twotower.pipeline.artifacts import rebuild_command
 
     suggest = rec.get("suggest") or {}
-    knob = next((key for key in suggest if key != "recall"), None)
+    knob = next((key for key in suggest if key not in ("recall", "user_recall")), None)
     flag = {"nprobe": "--nprobe", "efSearch": "--ef-search"}.get(knob or "")
     if flag:  # the type as built, at the setting measured to meet the target (rebuild_command leaves pins out)
         command = f"{rebuild_command(run_dir, index_dir, kind=str(tune.get('spec')), tune=tune)} {flag} {suggest[knob]}"
-        rebuild = f"rebuild with `{command}` (recall@{rec['k']} {suggest['recall']:.4f} on the same items)"
+        users = "" if suggest.get("user_recall") is None else (
+            f"; user queries recall@{rec['k']} {suggest['user_recall']:.4f}, which `serve` needs")
+        rebuild = f"rebuild with `{command}` (recall@{rec['k']} {suggest['recall']:.4f} on the same items{users})"
     else:
         rebuild = (f"rebuild with `{rebuild_command(run_dir, index_dir, kind='exact', tune=tune)}` (no setting of this index "
                    f"met the target)")
