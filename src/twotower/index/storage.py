@@ -145,9 +145,10 @@ def read_meta(directory: str | Path) -> dict[str, Any]:
         raise IntegrityError(f"{path}: missing (the artefact is incomplete); rebuild with `twotower index build "
                              "--run DIR`")
     if not path.is_file():
-        raise NotFoundError(
-            "index directory", str(directory), "no meta.json there; build one with `twotower index build --run DIR`"
-        )
+        # a mistyped path is told apart from a folder of other files: both read "no meta.json there"
+        where = "no meta.json there" if directory.is_dir() else (
+            "it is a file, not a folder" if directory.exists() else "it does not exist")
+        raise NotFoundError("index directory", str(directory), f"{where}; build one with `twotower index build --run DIR`")
     meta = read_json(path)
     other = _other_kind(meta)
     if other is not None:  # a sound file of another kind: "corrupted; rebuild it" sent the user to replace it

@@ -289,8 +289,22 @@ def with_build_command(error: NotFoundError, run: TrainedRun, index_dir: Path) -
     if _GENERIC_BUILD not in str(error):
         return error
     hint = str(error)[len(str(NotFoundError(error.kind, error.id))) + 2:-1]  # the "(...)" after "unknown KIND 'ID'"
-    return NotFoundError(error.kind, error.id,
-                         hint.replace(_GENERIC_BUILD, f"build one with `{rebuild_command(run.dir, index_dir)}`"))
+    return NotFoundError(error.kind, error.id, hint.replace(_GENERIC_BUILD, _build_advice(run, index_dir)))
+
+
+def _build_advice(run: TrainedRun, index_dir: Path) -> str:
+    """How to get an index where ``index_dir`` holds none. A folder of other files (the data, the run's own
+    ``data``) is no place to build one: `index build --out` there is refused, as saving replaces the whole folder,
+    so the run's own index folder is named instead (read when no index is named)."""
+    own = Path(run.dir) / "index"
+    empty = not index_dir.exists() or (index_dir.is_dir() and not any(index_dir.iterdir()))
+    if empty or index_dir.resolve() == own.resolve():
+        return f"build one with `{rebuild_command(run.dir, index_dir)}`"
+    if (own / "meta.json").is_file():
+        return f"the run's own index is {own}, read when no index is named"
+    lost = "it holds other files, and an index built there would replace them" if index_dir.is_dir() else (
+        "an index built there would replace it")
+    return f"{lost}; build the run's own with `{rebuild_command(run.dir, own)}`, which writes {own}, read when no index is named"
 
 
 def _refuse_other_artefact(run: TrainedRun, index_dir: Path, exact_flag: str = "--exact") -> None:
