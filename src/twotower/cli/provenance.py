@@ -131,10 +131,14 @@ def _index_entry(index: Any, index_dir: Path | None, used: str) -> dict[str, Any
         return {"kind": "exact", "path": None, "used": used}
     from twotower.index.storage import read_meta
 
+    from twotower.pipeline.recommend import recall_record
+
     meta = read_meta(index_dir)
     return {"kind": "exact" if index.is_exact else "approximate", "path": os.path.abspath(index_dir), "used": used,
             "backend": index.backend, "factory": getattr(index, "factory", None), "params": index.search_params,
-            "created": meta.get("created"), "meta_sha256": meta.get("meta_sha256")}
+            "created": meta.get("created"), "meta_sha256": meta.get("meta_sha256"),
+            # the recall its build measured, and at which k: the lists' own k may be above it (the record's "k")
+            "recall": recall_record(index_dir)}
 
 
 def _common_record(command: str, out: str, output: dict[str, Any], run: Any, index: Any, used: str, exact: bool,

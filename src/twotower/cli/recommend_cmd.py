@@ -205,7 +205,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.pipeline.recommend import (
         exclusions_from_files,
-        open_run_index,
+        measured_recall_notes,
+        open_served_index,
         recommend_history,
         recommend_users,
     )
@@ -233,9 +234,12 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     # `ranking with ...` line printed), where POST /recommend and tt.recommend refuse it before any work
     user_row = _user_row(run, args.user) if hist is None and args.user is not None else None
     rows = None if hist is not None or args.user is not None else np.asarray(_parse_user_list(run, args.users), np.int64)
-    index, used = open_run_index(run, getattr(args, "index", None), exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
+    served = open_served_index(run, getattr(args, "index", None), exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
+    index, used = served.index, served.description
     say(f"ranking with {used}")
     allow = filter_allow(mask, index)
+    for note in measured_recall_notes(served, k, allow, args.filter_exact_max):
+        print(f"warning: {note}", file=sys.stderr)
     histories = None
     if getattr(args, "history_from", None):
         from twotower.pipeline.histories import exclude_histories, read_input_histories

@@ -430,6 +430,16 @@ class VectorIndex(ABC):
         """Exact top-``k`` of one ``query[D]`` over a small allow-list, or None if the backend cannot score ids."""
         return None
 
+    def ranks_filter_exactly(self, n_allowed: int, exact_subset_max: int) -> bool:
+        """Whether a search restricted to ``n_allowed`` ids (a filter) returns their exact top-k: exact search,
+        or an allow-list of at most ``exact_subset_max`` ids that the backend scores one by one. Otherwise the
+        filter is applied within the approximate search, whose recall was measured without one."""
+        return bool(self.is_exact) or (n_allowed <= exact_subset_max and self._scores_allowed_exactly())
+
+    def _scores_allowed_exactly(self) -> bool:
+        """Whether :meth:`_search_allowed_exactly` answers (a backend that can read its vectors back)."""
+        return False
+
     def _exhausted(self, fetch: int, depth: int) -> bool:
         """True when deepening further cannot return more candidates."""
         return fetch >= len(self) + len(self._hidden_ids())

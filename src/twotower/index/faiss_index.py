@@ -1096,6 +1096,9 @@ class FaissIndex(VectorIndex):
         return self._lossless_vectors() or (self._index is not None and self._gpu is None
                                             and isinstance(self._inner(), _faiss().IndexIVFFlat))
 
+    def _scores_allowed_exactly(self) -> bool:
+        return self._lossless_vectors()  # an IVF restricts its own search with a selector, at its tuned nprobe
+
     def _search_allowed_exactly(
         self, query: np.ndarray, k: int, allow: np.ndarray, exclude: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray] | None:

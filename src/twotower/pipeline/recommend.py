@@ -69,6 +69,8 @@ __all__ = [
     "USER_CHUNK",
     "exclusions_from_files",
     "low_recall",
+    "measured_recall_notes",
+    "recall_record",
     "run_index_dir",
     "open_run_index",
     "open_served_index",
@@ -147,6 +149,37 @@ def _recall_record(tune: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     return {"recall": float(chosen["recall"]), "k": tune.get("k"), "queries": tune.get("n_queries"),
             "target": tune.get("target_recall"), "met_target": bool(tune.get("met_target", True))}
+
+
+def measured_recall_notes(served: ServedIndex, k: int, allow: np.ndarray | None, filter_exact_max: int | None = None,
+                          *, exact_flag: str = "--exact", filter_flag: str = "--filter") -> list[str]:
+    """What the recall ``served``'s build measured does not cover in a request: a ``k`` above the k it was measured
+    at, and a filter applied within the approximate search (not ranked exactly over the items it allows). An IVF
+    index tuned to recall@10 0.9792 recalled 0.8746 at `recommend --users`' k=100 and 0.8438 under
+    ``--filter genres=Horror``, while every line said 0.979. Empty for exact search or an unmeasured index (whose
+    own warning says so as it loads). ``exact_flag`` / ``filter_flag``: the caller's words for them."""
+    rec = served.recall
+    if rec is None or served.index.is_exact or rec.get("k") is None:
+        return []
+    measured = f"recall@{rec['k']} {rec['recall']:.4f}"
+    where = served.directory if served.directory is not None else "the index"
+    notes = []
+    if k > int(rec["k"]):
+        notes.append(f"the index in {where} measured {measured} when built, at k={rec['k']}; at k={k} its recall was "
+                     f"not measured and is lower as a rule ({exact_flag} ranks exactly, or build the index with "
+                     f"--k {k})")
+    upper = ServiceSettings.filter_exact_max if filter_exact_max is None else filter_exact_max
+    if allow is not None and not served.index.ranks_filter_exactly(int(allow.size), upper):
+        notes.append(f"{filter_flag}: the index in {where} applies the filter within its approximate search "
+                     f"({plural(int(allow.size), 'item')} allowed), whose recall was measured without a filter "
+                     f"({measured}), so these lists' recall was not measured ({exact_flag} ranks them exactly)")
+    return notes
+
+
+def recall_record(index_dir: str | Path) -> dict[str, Any] | None:
+    """The recall the build of the index in ``index_dir`` measured (:func:`_recall_record`), for the record beside
+    a `recommend --out` / `similar --out` CSV; None for exact search or an index without a tuning record."""
+    return _recall_record(read_tuning(index_dir))
 
 
 def low_recall(index_dir: str | Path) -> str | None:
@@ -671,9 +704,13 @@ def recommend(
         from twotower.pipeline.histories import read_input_histories
 
         histories = read_input_histories(run, history_from)
-    index, used = open_run_index(run, index, exact=exact, exact_flag="exact=True")
+    served = open_served_index(run, index, exact=exact, exact_flag="exact=True")
+    index, used = served.index, served.description
     allow = filter_allow(mask, index)
     log.info("ranking with %s", used)  # the line `twotower recommend` prints and `serve` logs: which index answered
+    for note in measured_recall_notes(served, int(k), allow, filter_exact_max, exact_flag="exact=True",
+                                      filter_flag="filters"):
+        log.warning("%s", note)
     if history is not None:
         res = recommend_history(run, history, int(k), exclude_seen, index=index, user_features=user_features,
                                 allow=allow, listed=listed, filter_exact_max=filter_exact_max)
