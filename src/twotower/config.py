@@ -7,6 +7,7 @@ configuration is written next to the run's outputs.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import functools
@@ -1487,11 +1488,45 @@ def toml_nulls(cls: type, data: dict[str, Any]) -> None:
             data[key] = None
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
+#: load_config's config files: one path, or several (``--config base.toml --config ci.toml``) merged in order
+ConfigPaths = typing.Union[str, os.PathLike, typing.Sequence[typing.Union[str, os.PathLike]], None]
+
+
+def read_config_files(path: ConfigPaths) -> list[tuple[str | os.PathLike[str], dict[str, Any]]]:
+    """Each config file of ``path`` (one path, several, or None) with its settings, in order, each checked on its
+    own (names, quoted numbers; TOML's "none" read as null) so that an error names the file that holds the key."""
+    paths = [] if path is None else [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    files = []
+    for one in paths:
+        settings = read_config_file(one)
+        check_known_settings(RunConfig, settings, f"config file {one}")
+        refuse_quoted_values(RunConfig, settings, f"config file {one}")
+        if Path(one).suffix.lower() == ".toml":
+            toml_nulls(RunConfig, settings)
+        files.append((one, settings))
+    return files
+
+
+def merged_settings(files: list[tuple[Any, dict[str, Any]]]) -> dict[str, Any]:
+    """The settings of :func:`read_config_files`' files merged in order: a later file's key replaces an earlier
+    one's, as an override replaces a file's (a base recipe, then a CI file's changes); the files are not changed."""
+    merged: dict[str, Any] = {}
+    for _, settings in files:
+        _deep_update(merged, copy.deepcopy(settings))
+    return merged
+
+
+def _file_setting(files: list[tuple[Any, dict[str, Any]]], name: str) -> Any:
+    """The last of ``files`` that sets the dotted ``name`` (the one whose value is read), or None."""
+    return next((one for one, settings in reversed(files) if _has_key(settings, name)), None)
+
+
+def load_config(path: ConfigPaths = None, overrides: list[str] | None = None,
                 base: dict[str, Any] | RunConfig | None = None, *, overrides_label: str = "overrides") -> RunConfig:
-    """Resolve a RunConfig from an optional file, an optional base (a dict, or a RunConfig such as a loaded
-    run's ``run.config``) and overrides. ``overrides_label`` is where errors say the overrides were written
-    (the CLI passes "command line")."""
+    """Resolve a RunConfig from optional config files (one path, or several merged in order: a later file's key
+    replaces an earlier one's), an optional base (a dict, or a RunConfig such as a loaded run's ``run.config``) and
+    overrides, which replace them all. ``overrides_label`` is where errors say the overrides were written (the CLI
+    passes "command line")."""
     if isinstance(path, (Mapping, RunConfig)):  # was a TypeError from pathlib: "expected str, bytes or os.PathLike"
         raise ConfigError(f"load_config's first argument is a config file's path, got a {type(path).__name__}; pass "
                           "settings as load_config(base=...), e.g. load_config(base={'train': {'epochs': 5}})")
@@ -1502,14 +1537,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError(f"overrides must be a list of 'section.key=value' strings, got a {type(overrides).__name__}; "
                           f"write {example}" + ("" if isinstance(overrides, str) else " for a nested dict"))
     data: dict[str, Any] = json.loads(json.dumps(base)) if base else {}
-    from_file: dict[str, Any] = {}
-    if path is not None:
-        from_file = read_config_file(path)
-        check_known_settings(RunConfig, from_file, f"config file {path}")
-        refuse_quoted_values(RunConfig, from_file, f"config file {path}")
-        if Path(path).suffix.lower() == ".toml":
-            toml_nulls(RunConfig, from_file)
-        _deep_update(data, from_file)
+    files = read_config_files(path)
+    from_file = merged_settings(files)
+    _deep_update(data, from_file)
     given = apply_overrides({}, list(overrides or []), overrides_label)
     if overrides:
         check_known_settings(RunConfig, given, overrides_label)
@@ -1521,11 +1551,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         # a bad value written in the file: say which file, as unknown keys already do; a check of two settings
         # ("model.user.out_dim: 64 must equal model.item.out_dim 32") counts the one the file gave too
         names = [str(e).split(":", 1)[0], *re.findall(r"\b[a-z_]+(?:\.[a-z_]+)+\b", str(e).split(":", 1)[-1])]
-        in_file = list(dict.fromkeys(n for n in names if path is not None and _has_key(from_file, n)
-                                     and not _has_key(given, n)))
+        in_file = list(dict.fromkeys(n for n in names if _has_key(from_file, n) and not _has_key(given, n)))
         in_overrides = list(dict.fromkeys(n for n in names if _has_key(given, n)))
-        if in_file and not in_overrides:
-            raise ConfigError(f"config file {path}: {e}{_yaml_syntax_hint(path, str(e))}") from e
+        holders = list(dict.fromkeys(_file_setting(files, n) for n in in_file))
+        if in_file and not in_overrides and len(holders) == 1:
+            raise ConfigError(f"config file {holders[0]}: {e}{_yaml_syntax_hint(holders[0], str(e))}") from e
         if in_overrides and not in_file:
             # said where it was typed, as a file's bad value names the file: `train.lr=abc` on a long command line
             # read "train.lr: expected a number" and the user searched their config file for it
@@ -1533,7 +1563,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if in_file:
             # `--config examples/sasrec.toml model.user.history=gru`: the clash was of a file's value and an
             # override's, and the error named neither place, so the user looked for seq_positions on their line
-            where = "; ".join([*(f"{n}: config file {path}" for n in in_file),
+            where = "; ".join([*(f"{n}: config file {_file_setting(files, n)}" for n in in_file),
                                *(f"{n}: {overrides_label}" for n in in_overrides)])
             raise ConfigError(f"{e} [{where}]") from e
         raise

@@ -76,3 +76,20 @@ def test_train_help_names_every_section_of_the_config():
     text = " ".join(build_parser()._subparsers._group_actions[0].choices["train"].format_help().split())
     listed = text.split("Settings: sections ", 1)[1].split(", as keys of", 1)[0].split(", ")
     assert sorted(listed) == sorted(sections(RunConfig)) and "model.item_item" in listed
+
+
+def test_config_given_twice_merges_the_files_in_order(tmp_path, capsys):
+    # a base recipe and a CI file (`--config base.toml --config ci.toml`): the first was dropped without a word
+    base, ci = tmp_path / "base.toml", tmp_path / "ci.toml"
+    base.write_text('[model.user]\nhistory = "mean"\n[loss]\ntemperature = 0.05\n[train]\nepochs = 9\n', encoding="utf-8")
+    ci.write_text("[train]\nepochs = 3\n", encoding="utf-8")
+    assert main(["train", "--config", str(base), "--config", str(ci), "--print-config"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["model"]["user"]["history"] == "mean" and got["loss"]["temperature"] == 0.05  # the first file's
+    assert got["train"]["epochs"] == 3  # the later file's value of a key both set
+    # an override still outranks every file; a bad value names the file that set it
+    assert main(["train", "--config", str(base), "--config", str(ci), "--print-config", "train.epochs=4"]) == 0
+    assert json.loads(capsys.readouterr().out)["train"]["epochs"] == 4
+    ci.write_text("[loss]\ntemperature = -1\n", encoding="utf-8")
+    assert main(["train", "--config", str(base), "--config", str(ci), "--print-config"]) == 2
+    assert f"error: config file {ci}: loss.temperature" in capsys.readouterr().err

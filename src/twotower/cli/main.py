@@ -261,7 +261,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         "every key with the value it resolves to; the run writes the same into OUT/config.json, its data files as "
         "absolute paths and a null train.threads as the count it trained on. What each key means, "
         "with its default: docs/config.md (or `python -m twotower.config_doc`).")
-    p.add_argument("--config", help="TOML/YAML/JSON config file")
+    # appended: `--config base.toml --config ci.toml` (a recipe, then a CI file's changes) read the last file alone
+    p.add_argument("--config", action="append", metavar="FILE",
+                   help="TOML/YAML/JSON config file; given more than once, the files are merged in order, a later "
+                        "file's key replacing an earlier one's (a base recipe, then a CI file's changes); flags and "
+                        "overrides replace them all")
     p.add_argument("--print-config", action="store_true",
                    help="print every setting as resolved from --config, the flags and the overrides (JSON), and exit "
                    "without reading data or training (the run's config.json then holds its data files as absolute "

@@ -87,7 +87,7 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
 
 
 def _sources_a_flag_replaces(flags: list[tuple[str, str, Any]], typed: set[str], cfg: Any,
-                             config_file: str | None) -> list[str]:
+                             config_file: list[str] | None) -> list[str]:
     """The config file's data inputs that ``--data FILE`` or ``--dataset NAME`` replaces (``train``, ``valid``,
     ``test``, and ``path`` or ``dataset``), said in one log line.
 
@@ -102,7 +102,7 @@ def _sources_a_flag_replaces(flags: list[tuple[str, str, Any]], typed: set[str],
     replaced = [k for k in ("train", "valid", "test", "path", "dataset")
                 if f"data.{k}" not in given and getattr(cfg.data, k) is not None]
     if replaced:
-        log.info("%s replaces the data input of --config %s: its %s not read", source, config_file,
+        log.info("%s replaces the data input of --config %s: its %s not read", source, " --config ".join(config_file or []),
                  ", ".join(f"data.{k}" for k in replaced) + (" is" if len(replaced) == 1 else " are"))
     return replaced
 

@@ -11,8 +11,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from twotower.config import (RunConfig, _deep_update, _has_key, apply_overrides, config_to_dict, load_config,
-                             read_config_file)
+from twotower.config import (ConfigPaths, RunConfig, _deep_update, _has_key, apply_overrides, config_to_dict,
+                             load_config, merged_settings, read_config_files)
 from twotower.errors import ConfigError
 from twotower.pipeline.artifacts import _read_json_dict, read_saved_config, run_part_file
 
@@ -31,9 +31,10 @@ _REPLACES = {"train": ("path", "dataset"), "path": _INPUTS, "dataset": _INPUTS}
 
 
 def resume_config(out: str | Path, overrides: list[str] | None = None,
-                  config_file: str | Path | None = None, *, overrides_label: str = "overrides") -> RunConfig:
+                  config_file: ConfigPaths = None, *, overrides_label: str = "overrides") -> RunConfig:
     """The config to continue the run in ``out`` with: its ``config.json`` (read as :func:`read_saved_config`
-    reads it, so a run saved before newer settings still loads), then ``config_file``, then ``overrides``.
+    reads it, so a run saved before newer settings still loads), then ``config_file`` (one or several, merged in
+    order as :func:`load_config` merges them), then ``overrides``.
 
     Unless those name the training data (``data.train``, ``data.path`` or ``data.dataset``), the run reads its
     own copies of its split (``out/data/*.csv``), one trained from DataFrames (``train_run(frames=...)``, whose
@@ -54,7 +55,7 @@ def resume_config(out: str | Path, overrides: list[str] | None = None,
     if not saved.is_file():
         return load_config(config_file, overrides, overrides_label=overrides_label)
     base = config_to_dict(read_saved_config(saved)[0])
-    given = read_config_file(config_file) if config_file is not None else {}
+    given = merged_settings(read_config_files(config_file))
     _deep_update(given, apply_overrides({}, list(overrides or []), overrides_label))
     named = [name for name in _INPUTS[:3] if _has_key(given, f"data.{name}")]
     if named:
