@@ -644,6 +644,12 @@ class TrainConfig:
     # elsewhere; auto = bf16 on such a CPU, else fp32.
     # Validation, evaluation and serving always run in fp32.
     precision: str = "fp32"
+    #: the item text encoder's forward pass (model.item.text_embeddings / dual_head): torch | torch-bf16 | onnx |
+    #: onnx-int8 | auto; null: TWOTOWER_ENCODER_BACKEND, else torch; a run records the backend it encoded with
+    # what `train --encoder-backend` sets. The run's config.json holds the backend the texts were encoded with (auto
+    # resolved), as it holds the thread count: another backend gives other vectors, so `--config RUN/config.json`
+    # trained another model, without a word (run.json alone named the backend)
+    encoder_backend: str | None = None
     eval_every: int = 1  #: validate every N-th epoch (and the last); train.patience counts validations
     #: validation users scored each epoch, drawn once with train.seed; null = all of them
     # validate each epoch on this many validation users, drawn once (seeded by train.seed); None = every one.
@@ -748,6 +754,10 @@ class TrainConfig:
                f"got {said(self.gradcache_chunk)}")
         if self.distributed_backend is not None:
             _choice(self.distributed_backend, "train.distributed_backend", ("gloo", "nccl"))
+        if self.encoder_backend is not None:
+            from twotower.text.encoder import BACKEND_CHOICES  # numpy alone; the choices are declared there, once
+
+            _choice(self.encoder_backend, "train.encoder_backend", BACKEND_CHOICES)
         _check(self.dist_timeout_s > 0, "train.dist_timeout_s", f"must be > 0 (seconds), got {said(self.dist_timeout_s)}")
         # below a second the heartbeats would come every few milliseconds, a load on the launcher's store
         _check(self.heartbeat_warn_s == 0 or self.heartbeat_warn_s >= 1, "train.heartbeat_warn_s",

@@ -310,12 +310,16 @@ def test_train_takes_the_encoder_backend_its_error_names(dataset, tmp_path, caps
     def fake_train_run(cfg, out, resume=False):
         import os
 
-        seen.append(os.environ.get("TWOTOWER_ENCODER_BACKEND"))
+        seen.append((os.environ.get("TWOTOWER_ENCODER_BACKEND"), cfg.train.encoder_backend))
         raise KeyboardInterrupt
 
     monkeypatch.setattr(run_mod, "train_run", fake_train_run)
     _train(dataset, tmp_path / "r", "--valid", str(dataset["valid"]), "--encoder-backend", "torch-bf16")
-    assert seen == ["torch-bf16"]
+    # the flag is train.encoder_backend, which the run's config.json records, so `--config RUN/config.json` replays it
+    assert seen == [("torch-bf16", "torch-bf16")]
+    assert _train(dataset, tmp_path / "r1", "--encoder-backend", "torch-bf16", "train.encoder_backend=torch") == 2
+    assert "--encoder-backend torch-bf16 and the override train.encoder_backend=\"torch\" set the same setting" \
+        in capsys.readouterr().err
     monkeypatch.delenv("TWOTOWER_ENCODER_BACKEND", raising=False)
     assert _train(dataset, tmp_path / "r2", "--encoder-backend", "torch-bf17") == 2
     assert "invalid choice: 'torch-bf17'" in capsys.readouterr().err

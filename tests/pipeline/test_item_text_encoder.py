@@ -101,3 +101,14 @@ def test_item_texts_cut_at_the_encoders_length_are_counted_as_search_counts_its_
     with caplog.at_level("INFO", logger="twotower"):
         item_text_embeddings(cfg, _prep(), tmp_path)  # none cut: nothing said
     assert not [r for r in caplog.records if "cut at" in r.getMessage()]
+
+
+def test_train_encoder_backend_outranks_the_environment(tmp_path, monkeypatch):
+    # a run's config.json names the backend it was trained with: read back, that one encodes, whatever the variable
+    monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", "1")
+    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch")
+    cfg = load_config(overrides=["model.item.text_embeddings=true", "train.encoder_backend=torch-bf16"])
+    assert encode_item_texts(cfg, _prep(), tmp_path)[1].endswith("+torch-bf16")
+    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch-bf16")  # unset in the config: the variable, as before
+    assert encode_item_texts(load_config(overrides=["model.item.text_embeddings=true"]), _prep(), tmp_path)[1] \
+        .endswith("+torch-bf16")

@@ -54,3 +54,37 @@ def test_a_resume_whose_text_encoder_backend_differs_names_the_backend_not_the_i
                           frames=frames)
     monkeypatch.setattr(run_mod, "encode_item_texts", encoded("st@w+torch-bf16"))  # the run's backend resumes
     run_mod.train_run(load_config(overrides=[*fast, "train.epochs=2"]), tmp_path / "run", resume=True, frames=frames)
+
+
+def test_a_runs_config_json_records_the_text_encoder_backend_and_replays_it(tmp_path, monkeypatch):
+    # trained with --encoder-backend torch-bf16, a run's config.json did not say so: `train --config RUN/config.json`
+    # encoded the titles with plain torch, another model, without a word (run.json alone named the backend)
+    import json
+
+    import numpy as np
+
+    import twotower.pipeline.run as run_mod
+    from tests.synthetic import make_interactions, make_items
+
+    fast = ["train.epochs=1", "train.progress=false", "train.threads=1", "eval.baselines=[]", "model.item_item.enabled=false",
+            "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=8", "model.item.out_dim=8",
+            "model.item.text_embeddings=true", "data.title_col=title"]
+    frames = {"path": make_interactions(n_users=20, n_items=15, per_user=8), "items": make_items(15)}
+    asked = []
+
+    def fake(config, prep, cache_dir=None):  # the backend the config names, as the encoder reports it once resolved
+        asked.append(config.train.encoder_backend)
+        backend = config.train.encoder_backend or "torch"
+        return np.ones((prep.n_items, 4), np.float32), "st@w" + ("" if backend == "torch" else f"+{backend}")
+
+    monkeypatch.setattr(run_mod, "encode_item_texts", fake)
+    monkeypatch.delenv("TWOTOWER_ENCODER_BACKEND", raising=False)
+    run_mod.train_run(load_config(overrides=[*fast, "train.encoder_backend=torch-bf16"]), tmp_path / "t1", frames=frames)
+    saved = json.loads((tmp_path / "t1" / "config.json").read_text())["train"]
+    assert saved["encoder_backend"] == "torch-bf16"
+    run_mod.train_run(load_config(tmp_path / "t1" / "config.json"), tmp_path / "t2", frames=frames)
+    assert asked == ["torch-bf16", "torch-bf16"]
+    assert json.loads((tmp_path / "t2" / "run.json").read_text())["item_text_encoder"] == "st@w+torch-bf16"
+    # unset, the backend used is what the run records (a run's config.json from before the key: unset, as today)
+    run_mod.train_run(load_config(overrides=fast), tmp_path / "t3", frames=frames)
+    assert json.loads((tmp_path / "t3" / "config.json").read_text())["train"]["encoder_backend"] == "torch"

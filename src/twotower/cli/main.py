@@ -292,7 +292,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
     # the item text embeddings' encoder (model.item.text_embeddings / dual_head): the backend error named
     # --encoder-backend, which train refused as an unrecognized argument (only the environment variable worked)
-    _encoder_flags(p)
+    _encoder_flags(p, setting="train.encoder_backend")
     p.add_argument("overrides", nargs="*", metavar="section.key=value", help="dotted config overrides")
     p.add_argument("--set", nargs="+", action="extend", default=[], dest="set_overrides", metavar="section.key=value",
                    help="the same overrides behind a flag, as the bench scripts take them")

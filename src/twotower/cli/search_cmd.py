@@ -415,18 +415,20 @@ def _bm25_config(args: argparse.Namespace):  # noqa: ANN202 - BM25Config
     return _flag_config(lambda: BM25Config(token_pattern=args.token_pattern), {"token_pattern": "--token-pattern"})
 
 
-def _encoder_flags(p: argparse.ArgumentParser, *, model_flag: bool = False) -> None:
-    """``model_flag``: the command loads a ``--model``, whose fine-tuning backend is the default (load_bi_encoder)."""
+def _encoder_flags(p: argparse.ArgumentParser, *, model_flag: bool = False, setting: str | None = None) -> None:
+    """``model_flag``: the command loads a ``--model``, whose fine-tuning backend is the default (load_bi_encoder).
+    ``setting``: the config key ``--encoder-backend`` is a shortcut for (train's ``train.encoder_backend``)."""
     from twotower.text.encoder import BACKEND_CHOICES, EncoderSettings
 
     trained = "the backend --model was fine-tuned through, else " if model_flag else ""
+    trained = f"--config's {setting}, else $TWOTOWER_ENCODER_BACKEND, else " if setting else f"$TWOTOWER_ENCODER_BACKEND, else {trained}"
 
     p.add_argument("--encoder-backend", choices=BACKEND_CHOICES, default=None,
                    help="text encoder forward pass: torch, torch-bf16 (transformer in bfloat16: fast where the CPU "
                         "multiplies bfloat16 natively), onnx (ONNX Runtime fp32), onnx-int8 (int8 weights) or auto "
                         "(torch-bf16 where bfloat16 is native, else torch); "
-                        f"default $TWOTOWER_ENCODER_BACKEND, else {trained}{EncoderSettings.backend}; part of the embedding "
-                        "cache key and of the saved index")
+                        f"default {trained}{EncoderSettings.backend}; part of the embedding cache key and of the saved "
+                        "index" + (f" (shortcut for {setting}, which the run's config.json records)" if setting else ""))
     p.add_argument("--encoder-threads", type=int, default=None,
                    help="text encoder threads (default: torch's, which --threads sets; the ONNX backends too)")
 

@@ -50,8 +50,9 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     flags: list[tuple[str, str, Any]] = []  # (flag, setting, value) of the shortcut flags given
     for flag, key in (("train", "data.train"), ("valid", "data.valid"), ("test", "data.test"), ("data", "data.path"),
                       ("dataset", "data.dataset"), ("items", "data.items"), ("users", "data.users"),
-                      ("epochs", "train.epochs"), ("threads", "train.threads")):
-        value = getattr(args, flag, None)
+                      ("epochs", "train.epochs"), ("threads", "train.threads"),
+                      ("encoder-backend", "train.encoder_backend")):
+        value = getattr(args, flag.replace("-", "_"), None)
         if value is not None:
             flags.append((f"--{flag}", key, value))
     if args.no_progress:  # `--no-progress train.progress=true` kept the flag's false without a word

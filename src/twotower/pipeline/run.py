@@ -222,8 +222,9 @@ def item_has_text(run: Any) -> np.ndarray | None:
 def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None = None) -> tuple[np.ndarray, str] | None:
     """``(embeddings [I, D], encoder model_id)`` of each item's text columns, or None when the model uses none.
 
-    The encoder is the packaged MiniLM on the backend ``TWOTOWER_ENCODER_BACKEND`` names; its ``model_id``
-    (weights, and the backend unless plain torch) is what ``run.json`` records as ``item_text_encoder``.
+    The encoder is the packaged MiniLM on the backend ``train.encoder_backend`` names, else
+    ``TWOTOWER_ENCODER_BACKEND``, else torch; its ``model_id`` (weights, and the backend unless plain torch) is what
+    ``run.json`` records as ``item_text_encoder``.
     """
     item = config.model.item
     if not (item.text_embeddings or item.dual_head):
@@ -253,10 +254,12 @@ def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None 
                     "string, one vector they all share; the model tells them apart by their ID and features only, "
                     "and `similar` queries such an item by its served vector", len(empty), len(texts),
                     ", ".join(cols), first)
-    from twotower.text import cached_encode, load_text_encoder
+    from twotower.text import EncoderSettings, cached_encode, load_text_encoder
     from twotower.text.encoder import log_truncation
 
-    enc = load_text_encoder(None)
+    # the config's backend before the variable's: a run's config.json names the one its texts were encoded with
+    backend = config.train.encoder_backend or EncoderSettings.env_backend()
+    enc = load_text_encoder(None, settings=EncoderSettings(backend=backend, threads=EncoderSettings.env_threads()))
     # the one user cache, shared with `twotower search`, and the packaged encoder's length, as search reads it
     from twotower.config import SearchConfig
 
@@ -338,6 +341,10 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         _check_staging_room(out, stage, config, _estimated_weight_bytes(config, prep))
     got = encode_item_texts(config, prep)
     text = None if got is None else got[0]
+    if got is not None:  # the backend used (auto resolved) goes into config.json, for a replay to encode alike
+        from twotower.text.encoder import backend_of
+
+        config = dataclasses.replace(config, train=dataclasses.replace(config.train, encoder_backend=backend_of(got[1])))
     dest = stage or out
     # built before the folder is touched: settings the model or trainer refuse leave an earlier run intact
     try:
@@ -639,6 +646,10 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
         # training settings may change (that is what resuming with new flags is for), but silently they read as
         # the run's own: the resumed epochs then train with settings nobody sees (a walkthrough finding); so do the
         # evaluation's (eval.select_metric chooses the epochs from here on, eval.ks the closing table)
+        old_train = old.get("train") if isinstance(old, dict) else None
+        if isinstance(old_train, dict) and old_train.get("encoder_backend") is None:
+            # a run saved before train.encoder_backend: its backend is run.json's item_text_encoder, checked below
+            old = {**old, "train": {**old_train, "encoder_backend": now["train"]["encoder_backend"]}}
         changed = [d for part in ("train", "loss", "eval")
                    for d in _config_differences(old.get(part) if isinstance(old, dict) else None, now[part], part)]
         model_old = old.get("model") if isinstance(old, dict) and isinstance(old.get("model"), dict) else {}
