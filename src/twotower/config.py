@@ -1582,11 +1582,31 @@ def load_config(path: ConfigPaths = None, overrides: list[str] | None = None,
     # which a dataclasses.replace of the RunConfig (the CLI's resolved train.threads) carries over
     object.__setattr__(config.model, _GIVEN, frozenset(k for k in (*_leaf_keys(from_file), *_leaf_keys(given))
                                                        if k.startswith("model.")))
+    # where each data.* setting was given, for the messages that name one (`data.path (x.csv, config file c.toml)`):
+    # they named the flag that sets it, which a config file's or an override's user never typed
+    origins = {n: f"config file {_file_setting(files, n)}" for n in _leaf_keys(from_file) if n.startswith("data.")}
+    note_origins(config.data, {**origins, **{n: "override" for n in _leaf_keys(given) if n.startswith("data.")}})
     return config
 
 
 #: the attribute of a ModelConfig that load_config resolved, holding the model.* keys its sources set
 _GIVEN = "_settings_given"
+
+
+#: the attribute of a DataConfig that load_config resolved, holding where each data.* setting it was given came from
+_ORIGINS = "_origins"
+
+
+def setting_origins(data: DataConfig) -> dict[str, str]:
+    """Where each ``data.*`` setting :func:`load_config` was given came from, by its dotted name: ``"config file
+    c.toml"``, ``"override"``, or the flag a command noted (:func:`note_origins`: ``"--train"``); empty for a
+    DataConfig built in Python, and for one a ``dataclasses.replace`` made."""
+    return dict(getattr(data, _ORIGINS, {}))
+
+
+def note_origins(data: DataConfig, origins: Mapping[str, str]) -> None:
+    """Record where ``data``'s settings were given (``{"data.train": "--train"}``), over what is recorded already."""
+    object.__setattr__(data, _ORIGINS, {**setting_origins(data), **origins})
 
 
 def settings_given(model: ModelConfig) -> frozenset[str]:

@@ -363,3 +363,43 @@ def test_resume_of_a_folder_without_a_run_says_so(tmp_path, capsys):
     assert capsys.readouterr().err.strip().endswith(
         f"error: --resume: {tmp_path / 'nothing'} holds no run to continue (no config.json there); check --out, or "
         "train a new run without --resume")
+
+
+@pytest.mark.parametrize("typed", ["data.path={train}", "data.dataset=movielens-100k"])
+def test_a_data_override_replaces_the_config_files_data_input_as_its_flag_does(typed, dataset, tmp_path, capsys, caplog):
+    # `--config run.toml data.path=new.csv` trained on the file's data.train, with a warning naming a --train and a
+    # --data nobody typed, where `--data new.csv` replaced the file's whole data input
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"data": {"train": str(dataset["train"]), "valid": str(dataset["valid"])}}))
+    typed = typed.format(train=dataset["train"])
+    with caplog.at_level(logging.INFO, logger="twotower"):
+        assert main(["train", "--config", str(cfg), typed, "--print-config"]) == 0
+    data = json.loads(capsys.readouterr().out)["data"]
+    assert (data["train"], data["valid"]) == (None, None)
+    assert f"{typed} replaces the data input of --config {cfg}: its data.train, data.valid are not read" in caplog.text
+
+
+def test_the_unread_training_input_is_named_by_where_each_was_given(dataset, tmp_path, monkeypatch, caplog):
+    # "data.train (..., --train) is the training input; data.path (..., --data) is not read" named flags the user
+    # never typed: the values came from a config file and an override
+    import twotower.pipeline.run as run_mod
+    from twotower.pipeline.sources import load_sources
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[data]\npath = "{dataset["valid"]}"\n', encoding="utf-8")
+    seen = []
+
+    def fake_train_run(cfg, out, resume=False):
+        seen.append(cfg)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_mod, "train_run", fake_train_run)
+    for typed, said in ((["--train", str(dataset["train"])], "--train"),
+                        ([f"data.train={dataset['train']}"], "override")):
+        seen.clear()
+        caplog.clear()
+        main(["-q", "train", "--config", str(cfg), "--out", str(tmp_path / "r"), *typed])
+        with caplog.at_level(logging.WARNING, logger="twotower.pipeline.sources"):
+            load_sources(seen[0].data)
+        assert (f"data.train ({dataset['train']}, {said}) is the training input; data.path ({dataset['valid']}, "
+                f"config file {cfg}) is not read") in caplog.text, caplog.text

@@ -58,6 +58,7 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     if args.no_progress:  # `--no-progress train.progress=true` kept the flag's false without a word
         flags.append(("--no-progress", "train.progress", False))
     _refuse_flag_override_clash(flags, overrides)
+    line = list(overrides)  # the dotted overrides as typed, before the flags' own
     overrides += [f"{key}={json.dumps(value)}" for _, key, value in flags]
     if getattr(args, "resume", False):  # on top of the run's own settings and data: none need typing again
         from twotower.pipeline.resume import resume_config
@@ -73,9 +74,13 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     from twotower.pipeline.sources import check_split_settings_given
 
     typed = {f"data.{k}" for k in (apply_overrides({}, overrides, "command line").get("data") or {})}  # data.* the line sets
-    replaced = [] if getattr(args, "resume", False) else _sources_a_flag_replaces(flags, typed, cfg, args.config)
+    replaced = [] if getattr(args, "resume", False) else _sources_a_new_input_replaces(flags, line, typed, cfg, args.config)
     if replaced:
         cfg = load_config(args.config, overrides + [f"data.{k}=null" for k in replaced], overrides_label="command line")
+    from twotower.config import note_origins
+
+    # the messages naming a data input say the flag typed (load_config noted the files' and the overrides')
+    note_origins(cfg.data, {key: flag for flag, key, _ in flags if key.startswith("data.")})
     # a split setting typed at its default value is refused too when the split method does not read it
     check_split_settings_given(cfg.data, {k.removeprefix("data.") for k in typed}, no_data_yet=not need_data)
     if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
@@ -87,17 +92,21 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     return cfg
 
 
-def _sources_a_flag_replaces(flags: list[tuple[str, str, Any]], typed: set[str], cfg: Any,
-                             config_file: list[str] | None) -> list[str]:
-    """The config file's data inputs that ``--data FILE`` or ``--dataset NAME`` replaces (``train``, ``valid``,
-    ``test``, and ``path`` or ``dataset``), said in one log line.
+def _sources_a_new_input_replaces(flags: list[tuple[str, str, Any]], line: list[str], typed: set[str], cfg: Any,
+                                  config_file: list[str] | None) -> list[str]:
+    """The config file's data inputs that ``--data FILE`` or ``--dataset NAME``, or their overrides ``data.path=FILE``
+    and ``data.dataset=NAME``, replace (``train``, ``valid``, ``test``, and ``path`` or ``dataset``), said in one log
+    line naming the flag or the override typed.
 
     A flag overrides the file's value, but data.train outranks data.path and data.dataset: ``--config
     RUN/config.json --data new.csv`` (a run's config holds its split files) trained on the run's old split with
-    a warning naming a ``--train`` nobody typed. ``--train`` outranks the others already. ``typed``: the ``data.*``
-    settings the command line sets (the flags' among them)."""
+    a warning naming a ``--train`` nobody typed; so did ``data.path=new.csv`` after the flag was fixed. ``--train``
+    outranks the others already. ``line``: the dotted overrides typed; ``typed``: the ``data.*`` settings the
+    command line sets (the flags' among them)."""
     given = {key for _, key, _ in flags} | typed
-    source = next((flag for flag, key, _ in flags if key in ("data.path", "data.dataset")), None)
+    named = [(flag, key) for flag, key, _ in flags] + [(o.strip(), o.split("=", 1)[0].strip()) for o in line if "=" in o]
+    source = next((said for said, key in named if key in ("data.path", "data.dataset")
+                   and getattr(cfg.data, key.removeprefix("data.")) is not None), None)  # not `data.path=null`
     if source is None or "data.train" in given:
         return []
     replaced = [k for k in ("train", "valid", "test", "path", "dataset")

@@ -39,7 +39,7 @@ from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.resume import check_frame_tables, resume_frames_run
 from twotower.pipeline.resume_results import HeldResults, hold_old_results, weights_digest
 from twotower.pipeline.resume_snapshot import SealedRun, hold_sealed_run, put_back_leftover
-from twotower.pipeline.sources import load_sources, no_item_texts
+from twotower.pipeline.sources import load_sources, no_item_texts, setting_said
 from twotower.models.size import training_oom_message
 from twotower.pipeline.staging import (check_new_run_dir, check_room_to_stage, discard_if_empty, needs_staging,
                                        staged_target, staging_path, swap_in, sweep_stale_staging)
@@ -764,13 +764,11 @@ def _check_inputs_outside_run_files(out: Path, config: RunConfig) -> None:
     """
     if any((out / rel).is_file() for rel in RUN_MARKERS):
         return
-    flags = {"path": "--data", "train": "--train", "valid": "--valid", "test": "--test", "items": "--items",
-             "users": "--users"}
     written = {(out / rel).resolve(): out / rel for rel in (*MANIFEST_FILES, *RUN_OUTPUT_FILES)}
-    for name, flag in flags.items():
+    for name in ("path", "train", "valid", "test", "items", "users"):
         value = getattr(config.data, name)
         if isinstance(value, str) and Path(value).resolve() in written:
-            raise ConfigError(f"data.{name} ({value}, {flag}) is {written[Path(value).resolve()]}, a file the run "
+            raise ConfigError(f"{setting_said(config.data, name)} is {written[Path(value).resolve()]}, a file the run "
                               f"writes: training into {out} would replace it with the run's own copy; keep the "
                               "input elsewhere or train into another --out")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from twotower.config import DATA_FILE_SETTINGS, DataConfig, TrainConfig
+from twotower.config import DATA_FILE_SETTINGS, DataConfig, TrainConfig, setting_origins
 from twotower.data.features import FeatureSpec, read_feature_table
 from twotower.data.readers import ColumnMap, read_interactions
 from twotower.data.splits import global_time_split, leave_last_n_out, random_split, temporal_split
@@ -18,7 +18,7 @@ from twotower.data.timeunits import ROW_ORDER, align_date_units, report_unit, un
 from twotower.errors import ConfigError, DataError
 from twotower.explain.names import title_column
 
-__all__ = ["Sources", "load_sources"]
+__all__ = ["Sources", "load_sources", "setting_said"]
 
 log = logging.getLogger(__name__)
 
@@ -349,11 +349,11 @@ def _check_split_inputs(cfg: DataConfig) -> None:
     """
     if cfg.train is not None or (cfg.path is None and cfg.dataset is None):
         return
-    source = f"data.path ({cfg.path}, --data)" if cfg.path is not None else f"data.dataset={cfg.dataset}"
+    source = setting_said(cfg, "path") if cfg.path is not None else f"data.dataset={cfg.dataset}"
     for name in ("valid", "test"):
         value = getattr(cfg, name)
         if value is not None:
-            given = f"frames[{name!r}]" if isinstance(value, _Frame) else f"data.{name} ({value}, --{name})"
+            given = setting_said(cfg, name)
             raise ConfigError(f"{given} is read only beside data.train (--train): with {source} "
                               f"the {name} split is cut from it by data.split={cfg.split!r}, so this input would be "
                               f"ignored; give the training data as data.train with it, or leave data.{name} out")
@@ -399,14 +399,22 @@ def _warn_unused_sources(cfg: DataConfig) -> None:
     refused: a config file naming data.dataset (examples/movielens.toml) with --train on the command line is a
     fair way to reuse its model settings on other data.
     """
-    given = []
-    for name, flag in (("train", "--train"), ("path", "--data"), ("dataset", "--dataset")):
-        value = getattr(cfg, name)
-        if value is not None:
-            given.append(f"frames[{name!r}]" if isinstance(value, _Frame) else f"data.{name} ({value}, {flag})")
+    given = [setting_said(cfg, name) for name in ("train", "path", "dataset") if getattr(cfg, name) is not None]
     if len(given) > 1:
         log.warning("%s is the training input; %s %s not read (one input is used: data.train, else data.path, "
                     "else data.dataset)", given[0], " and ".join(given[1:]), "is" if len(given) == 2 else "are")
+
+
+def setting_said(cfg: DataConfig, name: str) -> str:
+    """A data input named in a message with its value and where it was given, as :func:`load_config` and the
+    command noted it (``data.train (a.csv, --train)``, ``data.path (b.csv, config file c.toml)``, ``data.path (b.csv,
+    override)``; the value alone where that is not known): it named the flag that sets it, which the user of a config
+    file or an override never typed. A DataFrame is named as it was given (``frames['train']``)."""
+    value = getattr(cfg, name)
+    if isinstance(value, _Frame):
+        return f"frames[{name!r}]"
+    origin = setting_origins(cfg).get(f"data.{name}")
+    return f"data.{name} ({value}, {origin})" if origin else f"data.{name} ({value})"
 
 
 def _check_not_train_again(cfg: DataConfig) -> None:
