@@ -1419,23 +1419,35 @@ def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, pre
     file otherwise reads exactly like one in an override and the user looks in the wrong place.
     Only names are checked here; values are checked when the merged config is built.
     """
-    root = root or cls
+    unknown = _unknown_settings(cls, data, prefix, root or cls)
+    if len(unknown) == 1:
+        name, hint = unknown[0]
+        raise ConfigError(f"{source}: unknown setting {name!r}; {hint}")
+    if unknown:  # every one at once: `batchsize` and `epoch` in one file took two runs to find
+        said = [f"{name!r} ({hint})" for name, hint in unknown]
+        raise ConfigError(f"{source}: unknown settings {', '.join(said[:-1])} and {said[-1]}")
+
+
+def _unknown_settings(cls: type, data: Mapping[str, Any], prefix: str, root: type) -> list[tuple[str, str]]:
+    """The dotted names in ``data`` that ``cls`` does not have, each with what was likely meant (or its valid keys)."""
     hints = _hints(cls)
     fields = [f.name for f in dataclasses.fields(cls)]
+    found = []
     for key, value in data.items():
         name = f"{prefix}.{key}" if prefix else str(key)
         if key not in fields:
             close = difflib.get_close_matches(str(key), fields, n=3)
-            hint = _near_names(close, prefix) if close else f"; valid keys: {', '.join(fields)}"
+            hint = _near_names(close, prefix).removeprefix("; ") if close else f"valid keys: {', '.join(fields)}"
             homes = _sections_holding(root, str(key)) if not close else []
             if homes and not prefix:  # `epochs = 3` above any [train] header, or `epochs=3` on the command line
-                hint = (f"; settings sit in a section: did you mean {' or '.join(homes)}? (valid sections: "
+                hint = (f"settings sit in a section: did you mean {' or '.join(homes)}? (valid sections: "
                         f"{', '.join(fields)})")
             elif homes:  # `temperature` under [train] listed train's keys and never said loss.temperature
-                hint = f"; did you mean {' or '.join(homes)}? (valid keys of {prefix}: {', '.join(fields)})"
-            raise ConfigError(f"{source}: unknown setting {name!r}{hint}")
-        if isinstance(value, Mapping) and dataclasses.is_dataclass(hints[key]):
-            check_known_settings(hints[key], value, source, prefix=name, root=root)
+                hint = f"did you mean {' or '.join(homes)}? (valid keys of {prefix}: {', '.join(fields)})"
+            found.append((name, hint))
+        elif isinstance(value, Mapping) and dataclasses.is_dataclass(hints[key]):
+            found += _unknown_settings(hints[key], value, name, root)
+    return found
 
 
 def _near_names(close: list[str], prefix: str) -> str:
@@ -1607,6 +1619,20 @@ def setting_origins(data: DataConfig) -> dict[str, str]:
 def note_origins(data: DataConfig, origins: Mapping[str, str]) -> None:
     """Record where ``data``'s settings were given (``{"data.train": "--train"}``), over what is recorded already."""
     object.__setattr__(data, _ORIGINS, {**setting_origins(data), **origins})
+
+
+def located(message: str, origins: Mapping[str, str]) -> str:
+    """A refusal naming settings (``data.split='time' needs data.valid_start ...``) with where they were given, in
+    load_config's words: ``config file c.toml: ...`` when one file gave every one of them that was given, else
+    ``... [data.valid_start: override; data.split: config file c.toml]`` when a file gave one; as it is when none
+    came from a file (the command line's own settings: the user typed them). ``origins``: :func:`setting_origins`."""
+    named = {n: origins[n] for n in re.findall(r"\b[a-z_]+(?:\.[a-z_]+)+\b", message) if n in origins}
+    files = {where for where in named.values() if where.startswith("config file ")}
+    if not files:
+        return message
+    if len(set(named.values())) == 1:
+        return f"{next(iter(files))}: {message}"
+    return f"{message} [{'; '.join(f'{n}: {where}' for n, where in named.items())}]"
 
 
 def settings_given(model: ModelConfig) -> frozenset[str]:

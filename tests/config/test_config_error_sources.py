@@ -47,3 +47,36 @@ def test_a_bad_value_typed_on_the_command_line_says_so_as_a_file_is_named(overri
     with pytest.raises(ConfigError) as e:
         load_config(overrides=["train.epochs=3", override])
     assert str(e.value) == f"overrides: {override!r}: {said}"
+
+
+def test_a_data_check_of_two_settings_names_the_config_file(tmp_path, capsys):
+    # `[data] split = "time"` alone: "error: data.split='time' needs data.valid_start and data.test_start", where a
+    # bad value of one key names the file ("config file n16.toml: ...")
+    from twotower.cli.main import main
+    from twotower.pipeline.sources import load_sources
+
+    path = tmp_path / "n16.toml"
+    path.write_text('[data]\nsplit = "time"\n', encoding="utf-8")
+    assert main(["train", "--config", str(path), "--print-config"]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: config file {path}: data.split='time' needs data.valid_start "
+                                               "and data.test_start")
+    with pytest.raises(ConfigError, match=rf"^config file {path}: data.split='time' needs"):
+        load_sources(load_config(path, ["data.path=x.csv"]).data)
+    # one of the settings typed on the command line: each is named by where it was given
+    path.write_text('[data]\nsplit = "leave_last"\n', encoding="utf-8")
+    assert main(["train", "--config", str(path), "--print-config", "data.valid_start=2024-05-01"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"[data.valid_start: override; data.split: config file {path}]")
+
+
+def test_every_unknown_key_of_a_file_is_named_at_once(tmp_path):
+    # `[train] batchsize = 3 / epoch = 2` named batchsize alone: fixed, the next run named epoch
+    path = tmp_path / "n17.toml"
+    path.write_text("[train]\nbatchsize = 3\nepoch = 2\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == (f"config file {path}: unknown settings 'train.batchsize' (did you mean train.batch_size?) "
+                            "and 'train.epoch' (did you mean train.epochs?)")
+    path.write_text("[train]\nepoch = 2\n", encoding="utf-8")  # one: as before
+    with pytest.raises(ConfigError, match=r"unknown setting 'train.epoch'; did you mean train.epochs\?$"):
+        load_config(path)

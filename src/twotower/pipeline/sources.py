@@ -1,16 +1,17 @@
 """Turn a DataConfig into train/valid/test frames and optional feature tables."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from twotower.config import DATA_FILE_SETTINGS, DataConfig, TrainConfig, setting_origins
+from twotower.config import DATA_FILE_SETTINGS, DataConfig, TrainConfig, located, setting_origins
 from twotower.data.features import FeatureSpec, read_feature_table
 from twotower.data.readers import ColumnMap, read_interactions
 from twotower.data.splits import global_time_split, leave_last_n_out, random_split, temporal_split
@@ -88,13 +89,15 @@ def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mappi
                           f"frames={{'train': train_df, 'valid': valid_df}}; got {type(frames).__name__}")
     if frames:
         cfg = _with_frames(cfg, frames)
-    _check_feature_tables(cfg)
+    with _located(cfg):
+        _check_feature_tables(cfg)
     text_setting = (embeds_titles if isinstance(embeds_titles, str) else
                     "model.item.text_embeddings" if embeds_titles else None)
     if text_setting is not None:
         _check_item_texts_given(cfg, text_setting)
-    _check_feature_columns(cfg)
-    _check_split_inputs(cfg)
+    with _located(cfg):
+        _check_feature_columns(cfg)
+    _check_split_inputs(cfg)  # names each input with where it was given
     _check_split_settings(cfg)
     _warn_unused_sources(cfg)
     columns = column_map(cfg)
@@ -382,14 +385,30 @@ def check_split_settings_given(cfg: DataConfig, typed: Collection[str], *, no_da
     to come would read them, so that the check a config is printed for does not pass one the run refuses."""
     if cfg.train is not None or (cfg.path is None and cfg.dataset is None and not no_data_yet):
         return
-    if cfg.split == "time" and (cfg.valid_start is None or cfg.test_start is None):
-        raise ConfigError("data.split='time' needs data.valid_start and data.test_start")
-    defaults = DataConfig()
-    for name, methods in _SPLIT_SETTINGS.items():
-        if cfg.split not in methods and (getattr(cfg, name) != getattr(defaults, name) or name in typed):
-            raise ConfigError(f"data.{name} is read by data.split={' and '.join(methods)}, not by "
-                              f"data.split={cfg.split}{' (the default)' if cfg.split == defaults.split else ''}, which "
-                              f"would ignore it: set data.split={' or '.join(methods)} for it, or leave data.{name} out")
+    with _located(cfg):
+        if cfg.split == "time" and (cfg.valid_start is None or cfg.test_start is None):
+            raise ConfigError("data.split='time' needs data.valid_start and data.test_start")
+        defaults = DataConfig()
+        for name, methods in _SPLIT_SETTINGS.items():
+            if cfg.split not in methods and (getattr(cfg, name) != getattr(defaults, name) or name in typed):
+                raise ConfigError(f"data.{name} is read by data.split={' and '.join(methods)}, not by "
+                                  f"data.split={cfg.split}{' (the default)' if cfg.split == defaults.split else ''}, "
+                                  f"which would ignore it: set data.split={' or '.join(methods)} for it, or leave "
+                                  f"data.{name} out")
+
+
+@contextlib.contextmanager
+def _located(cfg: DataConfig) -> Iterator[None]:
+    """A refusal of two or more data settings raised inside names the config file that gave them, as a bad value of
+    one does (``config file c.toml: data.split='time' needs ...``): it named none, so a user of several files, or
+    of a file and overrides, looked for the setting on the command line."""
+    try:
+        yield
+    except ConfigError as e:
+        said = located(str(e), setting_origins(cfg))
+        if said == str(e):
+            raise
+        raise ConfigError(said) from e
 
 
 def _warn_unused_sources(cfg: DataConfig) -> None:
