@@ -1103,8 +1103,8 @@ class FaissIndex(VectorIndex):
         self, query: np.ndarray, k: int, allow: np.ndarray, exclude: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """Small allow-lists on flat / HNSW / refined indexes: re-read those vectors and score them exactly."""
-        if not self._lossless_vectors():
-            return None  # IVF restricts its own search with a selector instead
+        if not self._scores_allowed_exactly():  # the rule ranks_filter_exactly reports by
+            return None
         from twotower.index.exact import canonical_scores
 
         ids = allow[np.isin(allow, self._ids)]

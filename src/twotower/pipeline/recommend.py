@@ -168,8 +168,7 @@ def measured_recall_notes(served: ServedIndex, k: int, allow: np.ndarray | None,
         notes.append(f"the index in {where} measured {measured} when built, at k={rec['k']}; at k={k} its recall was "
                      f"not measured and is lower as a rule ({exact_flag} ranks exactly, or build the index with "
                      f"--k {k})")
-    upper = ServiceSettings.filter_exact_max if filter_exact_max is None else filter_exact_max
-    if allow is not None and not served.index.ranks_filter_exactly(int(allow.size), upper):
+    if allow is not None and not served.index.ranks_filter_exactly(int(allow.size), _exact_subset_max(filter_exact_max)):
         notes.append(f"{filter_flag}: the index in {where} applies the filter within its approximate search "
                      f"({plural(int(allow.size), 'item')} allowed), whose recall was measured without a filter "
                      f"({measured}), so these lists' recall was not measured ({exact_flag} ranks them exactly)")
@@ -552,10 +551,13 @@ def _allowed(allow: np.ndarray | None, n: int, filter_exact_max: int | None = No
     with the same setting."""
     if allow is None:
         return {}
-    from twotower.serving.settings import ServiceSettings
+    return {"allow": [allow] * n, "exact_subset_max": _exact_subset_max(filter_exact_max)}
 
-    upper = ServiceSettings.filter_exact_max if filter_exact_max is None else filter_exact_max
-    return {"allow": [allow] * n, "exact_subset_max": upper}
+
+def _exact_subset_max(filter_exact_max: int | None) -> int:
+    """The allow-list size up to which a filter is ranked exactly: ``filter_exact_max``, None the service's default.
+    One rule for the search (:func:`_allowed`) and for what :func:`measured_recall_notes` says of it."""
+    return ServiceSettings.filter_exact_max if filter_exact_max is None else filter_exact_max
 
 
 def long_history_note(run: TrainedRun, n_given: int, *, exclude_seen: bool = True,
