@@ -338,6 +338,11 @@ def test_an_encoder_flag_without_item_text_says_it_has_no_effect(dataset, tmp_pa
         with caplog.at_level(logging.WARNING):
             _train(dataset, tmp_path / "r", "--valid", str(dataset["valid"]), "--encoder-backend", "torch", *extra)
         assert ("--encoder-backend has no effect: the item tower reads no text" in caplog.text) is said, caplog.text
+    # the setting from a config file or an override is its flag's shortcut's source: told the same
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        _train(dataset, tmp_path / "r", "--valid", str(dataset["valid"]), "train.encoder_backend=torch-bf16")
+    assert "train.encoder_backend='torch-bf16' has no effect: the item tower reads no text" in caplog.text, caplog.text
 
 
 def test_a_data_flag_replaces_the_config_files_split_files(dataset, tmp_path, capsys, caplog):

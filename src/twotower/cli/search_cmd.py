@@ -427,8 +427,10 @@ def _encoder_flags(p: argparse.ArgumentParser, *, model_flag: bool = False, sett
                    help="text encoder forward pass: torch, torch-bf16 (transformer in bfloat16: fast where the CPU "
                         "multiplies bfloat16 natively), onnx (ONNX Runtime fp32), onnx-int8 (int8 weights) or auto "
                         "(torch-bf16 where bfloat16 is native, else torch); "
-                        f"default {trained}{EncoderSettings.backend}; part of the embedding cache key and of the saved "
-                        "index" + (f" (shortcut for {setting}, which the run's config.json records)" if setting else ""))
+                        f"default {trained}{EncoderSettings.backend}; part of the embedding cache key"
+                        # train saves no search index: there the run's config.json is what records it
+                        + (f" (shortcut for {setting}, which the run's config.json records)" if setting
+                           else " and of the saved index"))
     p.add_argument("--encoder-threads", type=int, default=None,
                    help="text encoder threads (default: torch's, which --threads sets; the ONNX backends too)")
 

@@ -220,6 +220,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     item = cfg.model.item
     given = [f for f, v in (("--encoder-backend", args.encoder_backend), ("--encoder-threads", args.encoder_threads))
              if v is not None]
+    if args.encoder_backend is None and cfg.train.encoder_backend is not None:  # from a config file or an override
+        given.insert(0, f"train.encoder_backend={cfg.train.encoder_backend!r}")
     if given and not (item.text_embeddings or item.dual_head):  # the only text encoder training loads
         log.warning("%s has no effect: the item tower reads no text (model.item.text_embeddings=true or "
                     "model.item.dual_head=true embeds the item titles)", " and ".join(given))
