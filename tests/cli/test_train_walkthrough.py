@@ -34,6 +34,18 @@ def test_the_training_file_given_again_as_valid_is_refused(dataset, tmp_path, ca
     assert not (tmp_path / "r").exists()  # refused before anything was written
 
 
+def test_the_training_file_given_again_in_a_config_file_names_the_file(dataset, tmp_path, capsys):
+    """A config file's user typed no --valid: the refusal names the settings and the file that gave them."""
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(f'[data]\ntrain = "{dataset["train"]}"\nvalid = "{dataset["train"]}"\n')
+    assert main(["-q", "train", "--config", str(cfg), "--out", str(tmp_path / "r"), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert (f"data.valid ({dataset['train']}, config file {cfg}) is the training file "
+            f"data.train ({dataset['train']}, config file {cfg}) again") in err, err
+    assert "leave data.valid out to stop on the training loss" in err
+    assert "--valid" not in err and "--train" not in err
+
+
 def test_the_training_file_given_again_as_test_is_refused(dataset, tmp_path, capsys):
     assert _train(dataset, tmp_path / "r", "--valid", str(dataset["valid"]), "--test", str(dataset["train"])) == 2
     assert f"--test {dataset['train']} is the training file --train {dataset['train']}" in capsys.readouterr().err

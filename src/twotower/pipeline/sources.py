@@ -446,14 +446,28 @@ def _check_not_train_again(cfg: DataConfig) -> None:
     if cfg.train is None or isinstance(cfg.train, _Frame):
         return
     if cfg.valid is not None and not isinstance(cfg.valid, _Frame) and _same_file(cfg.train, cfg.valid):
-        raise ConfigError(f"--valid {cfg.valid} is the training file --train {cfg.train} again: validation excludes "
+        raise ConfigError(f"{_as_given(cfg, 'valid')} is the training file {_as_given(cfg, 'train')} again: validation excludes "
                           "each user's training items, so it would find nothing (valid metrics 0, early stopping "
-                          "stuck at epoch 1); pass a held-out validation file, or leave --valid out to stop on the "
-                          "training loss")
+                          "stuck at epoch 1); pass a held-out validation file, or leave "
+                          f"{_flag_or_setting(cfg, 'valid')} out to stop on the training loss")
     if cfg.test is not None and not isinstance(cfg.test, _Frame) and _same_file(cfg.train, cfg.test):
         # the test split excludes train+valid items: a copy of train scores 0 and reads as a broken model
-        raise ConfigError(f"--test {cfg.test} is the training file --train {cfg.train} again: testing excludes each "
+        raise ConfigError(f"{_as_given(cfg, 'test')} is the training file {_as_given(cfg, 'train')} again: testing excludes each "
                           "user's training items, so every test metric would be 0; pass a held-out test file")
+
+
+def _flag_or_setting(cfg: DataConfig, name: str) -> str:
+    """``--valid`` where the command's flag gave the split file, else ``data.valid`` (a config file's user, or
+    Python's, never typed the flag)."""
+    origin = setting_origins(cfg).get(f"data.{name}")
+    return f"--{name}" if origin is not None and origin.startswith("--") else f"data.{name}"
+
+
+def _as_given(cfg: DataConfig, name: str) -> str:
+    """A split file named as the user gave it: ``--valid v.csv`` for the flag, else :func:`setting_said`'s
+    ``data.valid (v.csv, config file c.toml)``."""
+    flag = _flag_or_setting(cfg, name)
+    return f"{flag} {getattr(cfg, name)}" if flag.startswith("--") else setting_said(cfg, name)
 
 
 def _same_file(a: str, b: str) -> bool:
