@@ -1345,6 +1345,21 @@ def _load_yaml_unique(text: str) -> Any:
         loader.dispose()
 
 
+def _toml_twice_hint(error: str, text: str) -> str:
+    """What tomllib's "Cannot overwrite a value (at line 3, ...)" means, in the words a JSON or YAML file's key given
+    twice is refused with: the key and its line (tomllib names neither the key nor the fix)."""
+    m = re.match(r"Cannot (?:overwrite a value|declare (.+) twice) \(at line (\d+),", error)
+    if not m:
+        return ""
+    line = int(m.group(2))
+    lines = text.splitlines()
+    said = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    if m.group(1) and said.startswith("["):
+        return f"; the table {said} is given twice (the second time on line {line}); write its settings under one"
+    key = said.split("=", 1)[0].strip() if "=" in said else said
+    return f"; {key!r} is given twice (the second time on line {line}); give each setting once" if key else ""
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
@@ -1379,7 +1394,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         # PyYAML says "found character '\t' that cannot start any token": the fix is never named
         tabbed = [i for i, line in enumerate(text.splitlines(), 1) if "\t" in line[:len(line) - len(line.lstrip())]]
         hint = (f"; YAML indents with spaces, not tabs (a tab starts line {tabbed[0]})"
-                if path.suffix.lower() in (".yaml", ".yml") and tabbed else "")
+                if path.suffix.lower() in (".yaml", ".yml") and tabbed else _toml_twice_hint(str(e), text))
         raise ConfigError(f"config file {path}: cannot parse ({e}){hint}") from e
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: top level must be a table/mapping")

@@ -389,6 +389,23 @@ def test_a_setting_given_twice_in_a_json_or_yaml_file_is_refused(tmp_path, suffi
         load_config(path)
 
 
+@pytest.mark.parametrize("text, said", [
+    ("[train]\nepochs = 3\nepochs = 4\n", "'epochs' is given twice (the second time on line 3); give each setting once"),
+    ("train.epochs = 3\ntrain.epochs = 4\n",
+     "'train.epochs' is given twice (the second time on line 2); give each setting once"),
+    ("[train]\nepochs = 3\n[model]\n[train]\nlr = 0.1\n",
+     "the table [train] is given twice (the second time on line 4); write its settings under one"),
+])
+def test_a_setting_given_twice_in_a_toml_file_names_it(tmp_path, text, said):
+    # tomllib refuses the file, but says only "Cannot overwrite a value (at line 3, column 11)": JSON's and YAML's
+    # refusals name the key
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value).startswith(f"config file {path}: cannot parse (") and str(e.value).endswith(said), e.value
+
+
 def test_a_yaml_file_with_anchors_and_lists_still_reads(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("model:\n  user: &tower\n    hidden: [128]\n  item: *tower\ntrain:\n  epochs: 4\n")
