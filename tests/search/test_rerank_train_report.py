@@ -92,6 +92,27 @@ def test_lr_batch_size_and_mining_flags_reach_the_training(beir_dir, tmp_path, f
     assert "queries got fewer than requested (raise --mining-depth or lower --mining-margin to fill them)" in caplog.text
 
 
+@needs_text
+@pytest.mark.parametrize("flags, length, said", [
+    ([], 96, "--base {base} was fine-tuned at 96 word pieces a (query, passage) pair: training goes on at it "
+             "(--max-length to choose another)"),
+    (["--max-length", "128"], 128, "--max-length 128: not the 96 word pieces a (query, passage) pair --base {base} "
+                                   "was fine-tuned at; training goes on at 128")])
+def test_training_goes_on_at_the_length_the_base_was_trained_with(beir_dir, tmp_path, fake_training, caplog, flags,
+                                                                   length, said):
+    # `rerank train --base CE` read CE's pairs at 256 word pieces whatever CE was trained at, without a word, where
+    # --rerank reads CE at its own length
+    calls, _ = fake_training
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "twotower_cross_encoder.json").write_text(json.dumps({"kind": "cross_encoder",
+                                                                  "config": {"max_length": 96}}))
+    with caplog.at_level("INFO", logger="twotower.cli.search_cmd"):
+        assert _train(beir_dir, tmp_path, "--base", str(base), *flags) == 0
+    assert calls[0]["config"].max_length == length
+    assert said.format(base=base) in caplog.text
+
+
 def test_new_flags_default_to_the_configs():
     r = build_parser().parse_args(["rerank", "train", "--beir", "b", "--out", "o"])
     rt = RerankTrainConfig()

@@ -292,9 +292,11 @@ def register_rerank(subparsers: argparse._SubParsersAction) -> None:
     _train_common(t, seed=rt.seed)
     t.add_argument("--epochs", type=int, default=rt.epochs, help="training epochs (default %(default)s)")
     t.add_argument("--negatives", type=int, default=rt.negatives_per_query, help="hard negatives per query (default %(default)s)")
-    t.add_argument("--max-length", type=int, default=rt.max_length,
+    # None: --base's own length, else the config's (_base_lengths)
+    t.add_argument("--max-length", type=int, default=None,
                    help="word pieces the cross-encoder reads of each (query, passage) pair, the longer text cut "
-                        "first (default %(default)s); recorded, so --rerank reads pairs at it too")
+                        f"first (default: the length --base was trained with, else {rt.max_length}); recorded, so "
+                        "--rerank reads pairs at it too")
     t.add_argument("--lr", type=float, default=rt.lr,
                    help="learning rate of the transformer (the fresh relevance head learns at "
                         f"{rt.head_lr}; default %(default)s)")
@@ -1400,6 +1402,8 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
 
 
 def _rerank_train(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from twotower.search.artefacts import check_cross_encoder_dir
     from twotower.search.rerank import RerankTrainConfig
 
@@ -1407,7 +1411,7 @@ def _rerank_train(args: argparse.Namespace) -> int:
              "lr": "--lr", "groups_per_step": "--batch-size", "valid_frac": "--valid-frac", "patience": "--patience"}
     _check_train_numbers(args, batch_min=1, negatives_min=1)
     cfg = _flag_config(lambda: RerankTrainConfig(epochs=args.epochs, negatives_per_query=args.negatives,
-                                                 max_length=args.max_length, seed=args.seed, lr=args.lr,
+                                                 **_lengths_given(args, _CROSS_LENGTHS), seed=args.seed, lr=args.lr,
                                                  groups_per_step=args.batch_size, valid_frac=args.valid_frac,
                                                  patience=args.patience), flags)
     bm25 = _bm25_config(args)  # a bad --token-pattern is refused before anything is read, as by search index
@@ -1418,6 +1422,7 @@ def _rerank_train(args: argparse.Namespace) -> int:
     mining = _mining_config(args, args.negatives * args.epochs, "--negatives x --epochs")
     if args.base is not None:
         check_cross_encoder_dir(args.base, "--base", base=True)
+        cfg = replace(cfg, **_base_lengths(args, _CROSS_LENGTHS))
     from twotower.config import SearchConfig
 
     dense = args.mining_retriever == "dense"
