@@ -134,3 +134,30 @@ def test_the_suggested_setting_meets_the_target_for_user_queries_too(run_dir, tm
     assert rebuilt["params"] == {"nprobe": rec["suggest"]["nprobe"]}
     assert rebuilt["met_target"] is True and rebuilt["similar_recall"]["met_target"] is True  # users and items
     assert low_recall(tmp_path / "ivf1") is None  # what `serve` refuses an index for
+
+
+def test_the_build_across_ranks_measures_and_warns_the_item_query_recall_as_one_process_does(run_dir, tmp_path, caplog):
+    """`torchrun ... index build` measured the merged index for user queries alone: its tune.json had no
+    "similar_recall", and its `chosen:` line, `index info` and `similar` said nothing of item queries, where the
+    one-process build of the same index warned that item-to-item searches miss neighbours. It also wrote no
+    recall_qps.png and no `why:` line. Rank 0's path, called here in one process (test_torchrun runs 2 ranks)."""
+    from twotower.pipeline.index_build_distributed import build_distributed
+
+    policy = tt.IndexPolicy(k=5, tune_queries=40, target_recall=0.95)
+    one = tt.build_index(run_dir, "IVF4,Flat", out=tmp_path / "one", policy=policy, params={"nprobe": 1},
+                         echo=lambda line: None)
+    lines: list[str] = []
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        built = build_distributed(TrainedRun.load(run_dir), "IVF4,Flat", tmp_path / "ranks", policy, None,
+                                  {"nprobe": 1}, lines.append)
+    rec = json.loads((tmp_path / "ranks" / "tune.json").read_text())["similar_recall"]
+    assert rec == built.tuning["similar_recall"] == one.tuning["similar_recall"]  # the same index, measured alike
+    assert rec["params"] == {"nprobe": 1} and rec["met_target"] is False and rec["suggest"]["nprobe"] == 4
+    chosen = next(line for line in lines if line.startswith("chosen: "))
+    assert f"item queries (similar) recall@5 {rec['recall']:.4f} on 40 items" in chosen
+    warned = [r.getMessage() for r in caplog.records if "tuned for user queries" in r.getMessage()]
+    assert len(warned) == 1 and "--nprobe 4" in warned[0]
+    assert any(line.startswith("why: IVF4,Flat nprobe=1 as given") for line in lines)
+    assert (tmp_path / "ranks" / "recall_qps.png").is_file()
+    assert f"plot {tmp_path / 'ranks' / 'recall_qps.png'}" in lines[-1]

@@ -31,7 +31,8 @@ from twotower.utils.wording import plural
 if TYPE_CHECKING:  # torch: imported once the run folder is known to be one
     from twotower.pipeline.artifacts import TrainedRun
 
-__all__ = ["BuiltIndex", "TUNE_JSON", "TUNE_PNG", "build_index", "sample_query_rows", "missed_target_advice"]
+__all__ = ["BuiltIndex", "TUNE_JSON", "TUNE_PNG", "build_index", "sample_query_rows", "missed_target_advice",
+           "save_tuned"]
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +224,19 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
         return BuiltIndex(out, exact, fp, summary)
     report = autotune(vectors, ids, queries, index=spec, max_train=max_train, policy=policy, params=params,
                       advice=advice)
+    return save_tuned(run, spec, out, report, vectors, queries, policy, say, no_plot)
+
+
+def save_tuned(run: TrainedRun, spec: str, out: Path, report: TuneReport, vectors: np.ndarray, queries: np.ndarray,
+               policy: IndexPolicy, say: Callable[[str], None], no_plot: str | None) -> BuiltIndex:
+    """Save ``report``'s index into ``out`` with its tuning record and plot, and say what was chosen and why.
+
+    Shared by the one-process build and rank 0 of the build across ranks, so that both measure the item-query
+    recall (`similar`), warn below the target and write the same files and lines: the torchrun build once did
+    none of it. ``vectors`` ([I, D]) is the catalogue the index holds, ``queries`` ([Q, D]) the user vectors it was
+    tuned on; ``no_plot``: why no plot can be drawn (None: it is).
+    """
+    fp = run.fingerprint()
     tuning = {**report.to_dict(), **requested_entry(spec, policy)}
     c = report.chosen
     chose_exact = report.index.is_exact and c.factory == "exact"

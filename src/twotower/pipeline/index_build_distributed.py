@@ -1,6 +1,7 @@
 """`twotower index build` under torchrun: each rank encodes its shard of the catalogue; one IVF index is merged."""
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -10,12 +11,14 @@ import torch
 
 from twotower.errors import ConfigError
 from twotower.index import IndexPolicy, tune_index
-from twotower.index.autotune import queries_note, setting_text
 from twotower.pipeline.artifacts import TrainedRun
-from twotower.pipeline.index_build import TUNE_JSON, BuiltIndex, requested_entry, sample_query_rows
+from twotower.pipeline.index_build import TUNE_PNG, BuiltIndex, sample_query_rows, save_tuned
+from twotower.utils.extras import plotting_missing
 from twotower.utils.wording import plural
 
 __all__ = ["build_distributed"]
+
+log = logging.getLogger(__name__)
 
 
 def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train: int | None,
@@ -25,9 +28,11 @@ def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy
 
     Rank 0 then measures the merged index against exact search as ``autotune`` measures its candidates, sets
     ``nprobe`` to the smallest value reaching the recall target (or measures the one ``params`` pins), and
-    saves that record as ``tune.json``: serving trusts, and refuses, such an index like any other. ``advice``: what
-    the warning of a missed recall target suggests (as in ``build_index``). The line saying what was built across
-    the ranks is the build's result, said under ``-q`` too (rank 0 alone says it).
+    saves that record as ``tune.json``: serving trusts, and refuses, such an index like any other. The rest is the
+    one-process build's own (``save_tuned``): the item-query recall of `similar` and its warning, the plot, the
+    ``why:`` and ``chosen:`` lines. ``advice``: what the warning of a missed recall target suggests (as in
+    ``build_index``). The line saying what was built across the ranks is the build's result, said under ``-q`` too
+    (rank 0 alone says it).
     """
     from twotower.index.distributed_build import build_index_distributed, shard_range
     from twotower.index.faiss_index import training_sample_size
@@ -79,19 +84,14 @@ def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy
             query_rows = sample_query_rows(run, policy.tune_queries, policy.seed)  # at most the users with a history
             say(f"built {index.factory} over {n:,} items on {tdist.world_size()} ranks in {build_s:.1f} s; "
                 f"measuring it against exact search on {plural(len(query_rows), 'user query', 'user queries')}")
+            no_plot = plotting_missing()
+            if no_plot:  # the measuring is minutes at 1M items: the index is saved, without its plot
+                log.warning("%s: this build writes no %s", no_plot, TUNE_PNG)
             queries = run.user_vectors(query_rows).astype(np.float32)
-            report = tune_index(index, run.item_embeddings(), np.arange(n, dtype=np.int64), queries, policy=policy,
+            vectors = run.item_embeddings()
+            report = tune_index(index, vectors, np.arange(n, dtype=np.int64), queries, policy=policy,
                                 build_s=build_s, params=None if nprobe is None else {"nprobe": nprobe}, advice=advice)
-            tuning = {**report.to_dict(), **requested_entry(spec, policy)}
-            index.save(out, model_fingerprint=fp, tuning=tuning)  # tune.json: what serve trusts
-            say(report.table())
-            c = report.chosen
-            verdict = "meets" if report.met_target else "does NOT meet"
-            say(f"chosen: {setting_text(c.factory, c.params)} recall@{policy.k} {c.recall:.4f} ({verdict} "
-                f"{policy.target_recall:g}; {queries_note(report.n_queries, report.n_distinct_queries)}), "
-                f"{c.qps_batch:,.0f} QPS batched; exact {report.exact_qps_batch:,.0f} QPS")
-            say(f"saved to {out} (model {fp}); table {out / TUNE_JSON}")
-            built = BuiltIndex(out, index, fp, tuning, report)
+            built = save_tuned(run, spec, out, report, vectors, queries, policy, say, no_plot)
         tdist.barrier()
     finally:
         tdist.cleanup()
