@@ -36,19 +36,21 @@ def test_bar_on_a_terminal_follows_the_log_level(monkeypatch: pytest.MonkeyPatch
         logger.setLevel(old)
 
 
-def test_shown_loss_is_scaled_from_a_ranks_share(caplog: pytest.LogCaptureFixture) -> None:
-    # under torchrun (2 ranks) each rank's closure returns its share of the global batch loss: rank 0's
-    # progress lines must show the loss (share × 2), as the epoch line does, not half of it
+def test_the_shown_loss_is_the_running_mean_of_the_steps_losses(caplog: pytest.LogCaptureFixture) -> None:
+    # the loop shows what the closures return; under torchrun the trainer's closures now return the global batch's
+    # loss (the loop scaled rank 0's share by the world size, which was not the epoch line's loss: see the
+    # torchrun test below)
     import torch
 
     w = torch.nn.Parameter(torch.zeros(2))
-    tl = loop.TrainLoop([w], lr=0.1, progress=True, log_every_s=1e-9, shown_loss_scale=2.0)
+    tl = loop.TrainLoop([w], lr=0.1, progress=True, log_every_s=1e-9)
+    losses = iter([1.0, 2.0])
     with caplog.at_level(logging.INFO, logger=loop.__name__), tl.epoch(1, n_batches=2, n_examples=8) as ep:
         for _ in range(2):
-            ep.step(lambda: (1.5, 4))
+            ep.step(lambda: (next(losses), 4))
     lines = [r.getMessage() for r in caplog.records]
-    assert lines and all("loss 3.0000" in line for line in lines), lines
-    assert ep.mean_loss == 1.5  # the epoch's sums (all-reduced by the trainer) are the shares themselves
+    assert len(lines) == 2 and "loss 1.0000" in lines[0] and "loss 1.5000" in lines[1], lines
+    assert ep.mean_loss == 1.5
 
 
 def test_a_slow_rate_keeps_its_decimals(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,3 +88,30 @@ def test_a_terminal_of_zero_columns_gets_the_log_lines(monkeypatch: pytest.Monke
         prog = loop.Progress("epoch 1", 4, 16, enabled=True, every_s=1e-9)
         assert prog.bar is not None  # a terminal with a width keeps its bar
         prog.close()
+
+
+def test_under_torchrun_the_last_progress_line_shows_the_loss_of_the_epoch_line(tmp_path) -> None:
+    """Docs: the logged loss is reduced over ranks, the value one process logs. Rank 0's progress lines showed its
+    own share × the world size instead: `batch 20/20, ... loss 7.8224` above `epoch 1/1: loss 7.8176`."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from tests.synthetic import write_dataset
+
+    data = write_dataset(tmp_path / "data")
+    env = {**os.environ, "TWOTOWER_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("WORLD_SIZE", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "twotower",
+           "train", "--train", str(data["train"]), "--out", str(tmp_path / "run"), "--epochs", "1", "--no-eval",
+           "train.batch_size=32", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=8",
+           "model.item.out_dim=8", "model.user.history_len=4", "train.threads=1", "train.log_every_s=1e-9",
+           "eval.baselines=[]", "model.item_item.enabled=false"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = re.findall(r"epoch 1: batch (\d+)/(\d+), .* loss (\d+\.\d+)", proc.stderr)
+    assert len(shown) > 1 and shown[-1][0] == shown[-1][1], proc.stderr[-3000:]  # a line for every batch, the last too
+    epoch = re.search(r"epoch 1/1: loss (\d+\.\d+)", proc.stderr + proc.stdout)
+    assert epoch is not None, proc.stderr[-3000:]
+    assert shown[-1][2] == epoch.group(1)

@@ -160,7 +160,7 @@ class EpochRun:
         self.loss_sum += loss
         self.batches += 1
         self.examples += n
-        self.progress.update(n, self.loss_sum / self.batches * loop.shown_loss_scale)
+        self.progress.update(n, self.loss_sum / self.batches)
         return loss
 
     @property
@@ -194,7 +194,6 @@ class TrainLoop:
         progress: bool = True,
         log_every_s: float = TrainConfig.log_every_s,
         after_backward: Callable[[], None] | None = None,
-        shown_loss_scale: float = 1.0,
         lr_setting: str = "train.lr",
         suspect: str | None = None,
     ) -> None:
@@ -204,10 +203,6 @@ class TrainLoop:
                                           sparse_params=sparse_params)
         self.grad_clip = grad_clip
         self.progress, self.log_every_s = progress, log_every_s
-        # the progress display's loss = this × the closures' mean loss: under torchrun a rank's closure
-        # returns its share of the global batch loss (summed over ranks it is the loss), so the trainer
-        # passes the world size and rank 0's bar shows the loss its epoch line will, not loss / world
-        self.shown_loss_scale = shown_loss_scale
         self.after_backward = after_backward
         # what a divergence tells the user to lower: `twotower train` has no --lr flag and `search train` no
         # train.lr key, and the one line naming both sent each to a setting its command refuses

@@ -62,8 +62,8 @@ def position_span(n_local: int, world: int, device: torch.device) -> tuple[int, 
 def sequence_step(tr: "Trainer", idx: np.ndarray) -> tuple[float, float, torch.Tensor, torch.Tensor, int]:
     """Forward and backward of the global batch of users ``idx``; ``Trainer._step``'s contract.
 
-    Returns this rank's share (``P_r / P``) of the global mean loss and of the
-    accuracy, the local query / positive embeddings and ``P_r``.
+    Returns the global mean loss and accuracy (the ranks' shares ``P_r / P`` of
+    them summed), the local query / positive embeddings and ``P_r``.
     """
     m, dev, ex = tr.model, tr.device, tr.examples
     lo, hi = share(len(idx), tr.world, tr.rank)
@@ -77,5 +77,5 @@ def sequence_step(tr: "Trainer", idx: np.ndarray) -> tuple[float, float, torch.T
     scale = frac * tr.world if tr.world > 1 else 1.0  # averaging over ranks then gives the global mean
     value, stats, q, pos = tr.step_fn(torch.as_tensor(users, device=dev), h, t, n_global, scale, span=(start, stop),
                                       queries_fn=lambda uu, hh: valid_positions(m, uu, hh))
-    tr._sync()
-    return value * frac, stats.get("correct", 0.0) / n_global, q, pos, len(t)
+    loss, acc = tr._sync(value * frac, stats.get("correct", 0.0) / n_global)
+    return loss, acc, q, pos, len(t)

@@ -8,7 +8,8 @@ with GradCache (every loss whose score depends on the towers only through the
 two embedding matrices). Under torchrun, random negatives are drawn for the
 GLOBAL batch from a generator every rank shares and sliced per rank, each
 rank's loss is scaled by ``W * B_rank / B_global`` and gradients are averaged
-with one all-reduce (:func:`sync_grads`), so the update equals one process's.
+with one all-reduce (:func:`sync_grads`), so the update equals one process's; the ranks' shares of the loss
+and accuracy are summed on the way, so every rank knows the step's values as one process computes them.
 The sequence objective counts target positions instead of examples: ``B`` is
 then this rank's positions, ``n_global`` the global ones and ``span`` this
 rank's ``[start, stop)`` among them.
@@ -230,21 +231,26 @@ class RecStep:
         return value, stats, q, pos
 
 
-def sync_grads(model: torch.nn.Module, sparse_ids: set[int], world: int) -> None:
-    """Average ``.grad`` over ranks (one flat all-reduce for dense, a gather for sparse grads).
+def sync_grads(model: torch.nn.Module, sparse_ids: set[int], world: int, shares: Sequence[float] = ()) -> list[float]:
+    """Average ``.grad`` over ranks (one flat all-reduce for dense, a gather for sparse grads); ``shares`` summed.
 
     A parameter no rank touched keeps ``grad=None`` (so the optimizer skips
     it, as in one process); one that some rank touched gets a zero local
-    gradient where missing before averaging.
+    gradient where missing before averaging. ``shares``: this rank's shares of the step's values (its loss and
+    accuracy), returned summed over ranks: the global batch's values, every step, on every rank. They ride on the
+    all-reduce of the gradients' flags, so the progress line can show the loss one process shows at no collective
+    of its own.
     """
     import torch.distributed as dist
 
     params = [p for p in model.parameters() if p.requires_grad]
     device = params[0].device
-    used = torch.tensor([p.grad is not None for p in params], dtype=torch.int32, device=device)  # [P]
-    dist.all_reduce(used)
+    # float64: the shares are summed as the epoch's totals are; the flags count the ranks that touched a parameter
+    flags = torch.tensor([float(p.grad is not None) for p in params] + [float(v) for v in shares], dtype=torch.float64,
+                         device=device)  # [P + S]
+    dist.all_reduce(flags)
     dense: list[Tensor] = []
-    for p, n_used in zip(params, used.tolist()):
+    for p, n_used in zip(params, flags[: len(params)].tolist()):
         if not n_used:
             continue
         if id(p) in sparse_ids:
@@ -259,6 +265,7 @@ def sync_grads(model: torch.nn.Module, sparse_ids: set[int], world: int) -> None
         flat /= world
         for p, g in zip(dense, flat.split([p.numel() for p in dense])):
             p.grad.copy_(g.view_as(p.grad))
+    return flags[len(params) :].tolist()
 
 
 def _sync_sparse(p: Tensor, world: int) -> None:

@@ -140,7 +140,7 @@ class Trainer:
             decay_groups([p for p in model.parameters() if id(p) not in self._sparse_ids], train.decay_1d),
             lr=train.lr, weight_decay=train.weight_decay,
             optimizer=train.optimizer, sparse_params=sparse_parameters(model), grad_clip=train.grad_clip,
-            progress=train.progress and tdist.is_main(), log_every_s=train.log_every_s, shown_loss_scale=self.world,
+            progress=train.progress and tdist.is_main(), log_every_s=train.log_every_s,
             suspect=temperature_suspect(loss.temperature, default=LossConfig.temperature),
             after_backward=self.cold_rows.mask_grads,  # items without training data keep their ID rows
         )
@@ -165,8 +165,8 @@ class Trainer:
     def _step(self, idx: np.ndarray, plan: BatchPlan | None = None) -> tuple[float, float, torch.Tensor, torch.Tensor, int]:
         """Forward and backward of one GLOBAL batch ``idx[B_global]``; this rank computes its slice. ``plan``:
         ``plan_batch`` of :meth:`_inputs` of ``idx`` built ahead (training/batch_plan.py), else built here. Returns
-        this rank's shares of the global batch mean loss and accuracy (summed over ranks: the global
-        values), the local query / positive embeddings and the number of target positions.
+        the global batch's mean loss and accuracy (the ranks' shares summed: one process's values, on every rank),
+        the local query / positive embeddings and the number of target positions.
         """
         if self.sequence:  # shares of target positions, not of users (training/sequence_step.py)
             return sequence_step(self, idx)
@@ -177,8 +177,8 @@ class Trainer:
         h = p.history.to(dev) if p.history is not None else None  # [B, L]
         value, stats, q, pos = self.step_fn(p.users.to(dev), h, p.targets.to(dev), p.n_global, scale,
                                             pools=p.pools, loss_batch=p.loss_batch, masks=p.masks)
-        self._sync()
-        return value * frac, stats.get("correct", 0.0) / p.n_global, q, pos, len(p.users)
+        loss, acc = self._sync(value * frac, stats.get("correct", 0.0) / p.n_global)
+        return loss, acc, q, pos, len(p.users)
 
     def _inputs(self, idx: np.ndarray) -> "StepInputs":
         """The numpy side of :meth:`_step` for the global batch ``idx`` (causal, denoising, both): this rank's
@@ -193,10 +193,13 @@ class Trainer:
                               self.cfg.denoise_keep, drop)  # built unread too: its draws keep self.rng's stream
         return users, hist if m.user_tower.uses_history else None, self.seqs.items[positions], len(idx)
 
-    def _sync(self) -> None:
-        """Average the gradients over ranks (the distributed hook; nothing in one process)."""
-        if self.world > 1:
-            sync_grads(self.model, self._sparse_ids, self.world)
+    def _sync(self, loss: float, acc: float) -> tuple[float, float]:
+        """Average the gradients over ranks and sum this rank's shares of the step's ``loss`` and ``acc`` with the
+        others': the global batch's values (the distributed hook; the values as given in one process)."""
+        if self.world == 1:
+            return loss, acc
+        loss, acc = sync_grads(self.model, self._sparse_ids, self.world, (loss, acc))
+        return loss, acc
 
     def _run_epoch(self, epoch: int) -> dict[str, Any]:
         with flush_denormals():
