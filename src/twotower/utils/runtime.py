@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["seed_everything", "set_threads", "scoped_threads", "restored_threads", "keeps_caller_state", "preserved_rng",
-           "threads_from_env", "auto_threads", "run_threads", "flush_denormals", "native_bf16", "resolve_device", "retain_freed_memory",
+           "threads_from_env", "auto_threads", "run_threads", "flush_denormals", "flushes_denormals", "native_bf16", "resolve_device", "retain_freed_memory",
            "available_memory"]
 
 
@@ -265,21 +265,31 @@ def available_memory(meminfo: str = "/proc/meminfo") -> int | None:
 
 @contextmanager
 def flush_denormals() -> Iterator[None]:
-    """Subnormal floats read and written as zero inside the block (this thread), IEEE behaviour after.
+    """Subnormal floats read and written as zero inside the block (this thread), the caller's setting after.
 
     Softmax probabilities of far-off items are subnormal, and x86 cores multiply
     those up to 10x more slowly (measured: a full-softmax step with raw
     dot-product scores 3x slower); flushing them changes nothing a float32 loss
     can represent. Scoped, because the flag is process state that other code
-    (property-based tests, numerics libraries) expects at its IEEE default.
+    (property-based tests, numerics libraries) expects as it set it: IEEE by
+    default, flushed where a caller chose ``torch.set_flush_denormal(True)``.
     """
     import torch
 
+    before = flushes_denormals()
     torch.set_flush_denormal(True)
     try:
         yield
     finally:
-        torch.set_flush_denormal(False)
+        torch.set_flush_denormal(before)
+
+
+def flushes_denormals() -> bool:
+    """Whether this thread reads and writes subnormal floats as zero now; torch has no getter for the flag
+    ``torch.set_flush_denormal`` sets, so a subnormal float32 is multiplied by one and read back."""
+    import torch
+
+    return float(torch.tensor(1e-40, dtype=torch.float32) * 1.0) == 0.0
 
 
 @functools.lru_cache(maxsize=1)
