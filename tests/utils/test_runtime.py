@@ -42,3 +42,19 @@ def test_flush_denormals_puts_back_a_callers_flush() -> None:
     finally:
         torch.set_flush_denormal(False)
     assert float(torch.tensor(tiny) * 1.0) != 0.0
+
+
+def test_malloc_thresholds_come_back_as_the_process_started_with_them(monkeypatch) -> None:
+    """After a training, glibc's thresholds are the ones it read at start (tunables, else the MALLOC_*_ variables),
+    else its own 128 KiB: glibc has no getter for what they were."""
+    from twotower.utils.runtime import GLIBC_MALLOC_THRESHOLD, _startup_malloc_threshold
+
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    assert _startup_malloc_threshold("mmap_threshold", "MALLOC_MMAP_THRESHOLD_") == GLIBC_MALLOC_THRESHOLD == 128 * 1024
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    assert _startup_malloc_threshold("mmap_threshold", "MALLOC_MMAP_THRESHOLD_") == 65536
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1:glibc.malloc.mmap_threshold=0x100000")
+    assert _startup_malloc_threshold("mmap_threshold", "MALLOC_MMAP_THRESHOLD_") == 1 << 20
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=lots")
+    assert _startup_malloc_threshold("mmap_threshold", "MALLOC_MMAP_THRESHOLD_") == 65536

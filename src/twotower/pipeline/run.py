@@ -50,7 +50,7 @@ from twotower.utils.arguments import check_flag
 from twotower.utils.atomic import check_output_dir  # the check `twotower train` makes of --out
 from twotower.utils.csv_text import frame_to_csv
 from twotower.utils.folder_lock import exclusive_writer
-from twotower.utils.runtime import preserved_rng, retain_freed_memory, run_threads, scoped_threads, seed_everything
+from twotower.utils.runtime import freed_memory_retained, preserved_rng, run_threads, scoped_threads, seed_everything
 from twotower.utils.whole_numbers import cell_text
 from twotower.utils.wording import plural
 
@@ -310,7 +310,9 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
             # summation split), and a run read back with `--config RUN/config.json` on another machine or load
             # trained on whatever count that machine picked, where `twotower demo` records its own
             config = dataclasses.replace(config, train=dataclasses.replace(config.train, threads=threads))
-        with scoped_threads(threads), preserved_rng(), rank_heartbeats(config.train):
+        # freed per-step tensors stay in the heap for the steps (not page-faulted in again every step), glibc's
+        # thresholds put back after
+        with scoped_threads(threads), preserved_rng(), freed_memory_retained(), rank_heartbeats(config.train):
             return _train_run(config, out, resume=resume, frames=frames)
 
 
@@ -318,7 +320,6 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
                frames: Mapping[str, pd.DataFrame] | None) -> tuple[TrainedRun, TrainResult, Prepared]:
     if tdist.is_main():
         _warn_far_off_temperature(config)
-    retain_freed_memory()  # large per-step tensors reused, not page-faulted in every step
     seed_everything(config.train.seed)
     if resume:
         _check_resumable(out)

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["seed_everything", "set_threads", "scoped_threads", "restored_threads", "keeps_caller_state", "preserved_rng",
-           "threads_from_env", "auto_threads", "run_threads", "flush_denormals", "flushes_denormals", "native_bf16", "resolve_device", "retain_freed_memory",
-           "available_memory"]
+           "threads_from_env", "auto_threads", "run_threads", "flush_denormals", "flushes_denormals", "native_bf16",
+           "resolve_device", "retain_freed_memory", "release_freed_memory", "freed_memory_retained", "available_memory"]
 
 
 #: third-party loggers that log at INFO or DEBUG on their own (faiss.loader: every CPU variant it tries); the CLI
@@ -218,7 +218,26 @@ def preserved_rng() -> Iterator[None]:
             torch.cuda.set_rng_state_all(cuda)
 
 
-@functools.lru_cache(maxsize=1)
+#: glibc's mmap and trim thresholds in a process that set neither (<malloc.h>: DEFAULT_MMAP_THRESHOLD_MIN,
+#: DEFAULT_TRIM_THRESHOLD); the mmap threshold then rises on its own as large blocks are freed, up to 32 MiB
+GLIBC_MALLOC_THRESHOLD = 128 * 1024
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # <malloc.h>
+
+
+def _glibc() -> Any | None:
+    """This process's glibc (for ``mallopt`` and ``malloc_trim``), None off Linux or under another libc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt, libc.malloc_trim  # noqa: B018  -- musl has neither
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
 def retain_freed_memory(limit_bytes: int = 1 << 30) -> bool:
     """Keep freed blocks up to ``limit_bytes`` in the process heap (glibc); True when it was set.
 
@@ -231,20 +250,59 @@ def retain_freed_memory(limit_bytes: int = 1 << 30) -> bool:
     ran 1.27x faster with this set; an ML-1M run with 3,000 sampled negatives
     spent 30% of its CPU time there. Raising the mmap and trim thresholds keeps
     those blocks for reuse. The cost is the usual one: the heap keeps its peak
-    size until the process ends, which a training process reaches anyway.
-    Called once, at the process edge (``train_run``); a no-op off glibc.
+    size while this holds. ``train_run`` sets it for the call only
+    (:func:`freed_memory_retained`); a no-op off glibc.
     """
-    if not sys.platform.startswith("linux"):
+    libc = _glibc()
+    if libc is None:
         return False
-    import ctypes
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, int(limit_bytes)) and libc.mallopt(_M_TRIM_THRESHOLD, 2 * int(limit_bytes)))
 
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # musl or another libc
+
+def release_freed_memory() -> bool:
+    """glibc's mmap and trim thresholds put back as the process started with them, and the heap's free pages
+    handed back to the kernel (``malloc_trim``); True when it was done, a no-op off glibc.
+
+    glibc has no getter for the thresholds, so "as it started" is read where it is set at start:
+    ``GLIBC_TUNABLES`` (``glibc.malloc.mmap_threshold``, ``glibc.malloc.trim_threshold``), else
+    ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``, else glibc's 128 KiB. What cannot come back is
+    glibc's dynamic mmap threshold (it rises on its own, up to 32 MiB, as large blocks are freed): setting a
+    threshold turns it off and glibc has no call that turns it on again, so the threshold stays at 128 KiB, where
+    a fresh process starts; freed blocks above it go back to the kernel as they do there.
+    """
+    libc = _glibc()
+    if libc is None:
         return False
-    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
-    return bool(mallopt(m_mmap_threshold, int(limit_bytes)) and mallopt(m_trim_threshold, 2 * int(limit_bytes)))
+    mmap = _startup_malloc_threshold("mmap_threshold", "MALLOC_MMAP_THRESHOLD_")
+    trim = _startup_malloc_threshold("trim_threshold", "MALLOC_TRIM_THRESHOLD_")
+    done = bool(libc.mallopt(_M_MMAP_THRESHOLD, mmap) and libc.mallopt(_M_TRIM_THRESHOLD, trim))
+    libc.malloc_trim(0)  # the blocks the thresholds kept: the caller's process gets its own size back
+    return done
+
+
+def _startup_malloc_threshold(tunable: str, variable: str) -> int:
+    """The malloc threshold glibc read at start: ``GLIBC_TUNABLES``' ``glibc.malloc.<tunable>``, else the
+    ``variable`` (``MALLOC_..._``), else :data:`GLIBC_MALLOC_THRESHOLD`."""
+    tunables = dict(item.partition("=")[::2] for item in os.environ.get("GLIBC_TUNABLES", "").split(":"))
+    for value in (tunables.get(f"glibc.malloc.{tunable}"), os.environ.get(variable)):
+        try:
+            return int(value or "", 0)
+        except ValueError:  # unset or not a number: glibc ignores it too
+            continue
+    return GLIBC_MALLOC_THRESHOLD
+
+
+@contextmanager
+def freed_memory_retained(limit_bytes: int = 1 << 30) -> Iterator[None]:
+    """:func:`retain_freed_memory` for the block, :func:`release_freed_memory` after it: a ``train_run`` left
+    glibc keeping up to 1-2 GiB of freed memory for the rest of the caller's process (a 300 MB array freed after
+    the call stayed in its RSS)."""
+    retained = retain_freed_memory(limit_bytes)
+    try:
+        yield
+    finally:
+        if retained:
+            release_freed_memory()
 
 
 def available_memory(meminfo: str = "/proc/meminfo") -> int | None:
