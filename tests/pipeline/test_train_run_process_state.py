@@ -162,3 +162,36 @@ def test_train_run_gives_back_glibcs_malloc_thresholds(data, tmp_path):
     held = _rss_mib()
     del block
     assert held - _rss_mib() > 80  # freed: back to the kernel, as before the call
+
+
+def test_a_train_run_beside_one_running_in_another_thread_is_refused(data, tmp_path, monkeypatch):
+    # both set process-wide state (thread counts, the seeded global generators) and put it back: side by side one
+    # model differed from the same run trained alone, and the caller's stream was left at train.seed's
+    import threading
+
+    import twotower.pipeline.run as run_module
+
+    inside, release = threading.Event(), threading.Event()
+    real = run_module._train_run
+
+    def first_waits(*args, **kwargs):
+        if not inside.is_set():  # the first call holds on until the second has been tried
+            inside.set()
+            release.wait(120)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "_train_run", first_waits)
+    cfg = tt.load_config(overrides=[*FAST, f"data.path={json.dumps(str(data))}"])
+    done = {}
+    first = threading.Thread(target=lambda: done.setdefault("run", tt.train_run(cfg, tmp_path / "first")))
+    first.start()
+    try:
+        assert inside.wait(120)
+        with pytest.raises(tt.ConfigError, match=r"tt.train_run: tt.train_run is already running in this process "
+                                                 r"\(thread 'Thread-.*'\).*one after another, or in separate processes"):
+            tt.train_run(cfg, tmp_path / "second")
+    finally:
+        release.set()
+        first.join(300)
+    assert "run" in done  # the first one trained on
+    assert not (tmp_path / "second").exists()

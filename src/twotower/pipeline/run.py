@@ -50,7 +50,8 @@ from twotower.utils.arguments import check_flag
 from twotower.utils.atomic import check_output_dir  # the check `twotower train` makes of --out
 from twotower.utils.csv_text import frame_to_csv
 from twotower.utils.folder_lock import exclusive_writer
-from twotower.utils.runtime import freed_memory_retained, preserved_rng, run_threads, scoped_threads, seed_everything
+from twotower.utils.runtime import (freed_memory_retained, preserved_rng, run_threads, scoped_threads, seed_everything,
+                                     trains_alone)
 from twotower.utils.whole_numbers import cell_text
 from twotower.utils.wording import plural
 
@@ -283,7 +284,8 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     The call trains on ``train.threads`` threads (else ``TWOTOWER_THREADS``, else half the idle cores; the count
     used is what the run's config.json records) and seeds
     Python's, NumPy's and torch's global generators with ``train.seed``; both are put back as they were when it
-    returns, so the caller's thread counts and random streams are its own again.
+    returns, so the caller's thread counts and random streams are its own again. Being process state, one training
+    runs at a time: a call while another thread's training runs is refused (ConfigError).
 
     Under ``torchrun`` every rank calls this: the process group is joined
     first and only rank 0 writes and loads the run folder (so ``out`` need not
@@ -298,8 +300,9 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     check_new_run_dir(out, run_inputs(config), resume=resume)
     init_distributed(config.train)
     _warn_valid_is_test(config)  # once, on rank 0
-    # one writer at a time: two trainings into one folder interleaved their files under one manifest
-    with exclusive_writer(out, *RUN_WRITER) if tdist.is_main() else contextlib.nullcontext():
+    # one training at a time in this process (it sets process-wide state), one writer at a time of the folder: two
+    # trainings into one folder interleaved their files under one manifest
+    with trains_alone("tt.train_run"), exclusive_writer(out, *RUN_WRITER) if tdist.is_main() else contextlib.nullcontext():
         # the thread counts and the seeded generators are the run's: the caller's process gets its own back
         # (`twotower train` sets the counts for its whole process itself, for its closing evaluation)
         # under torchrun: rank 0 names a rank frozen for train.heartbeat_warn_s (SIGSTOP, a stuck node), which the

@@ -9,6 +9,7 @@ import numbers
 import os
 import random
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,7 +26,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["seed_everything", "set_threads", "scoped_threads", "restored_threads", "keeps_caller_state", "preserved_rng",
            "threads_from_env", "auto_threads", "run_threads", "flush_denormals", "flushes_denormals", "native_bf16",
-           "resolve_device", "retain_freed_memory", "release_freed_memory", "freed_memory_retained", "available_memory"]
+           "resolve_device", "retain_freed_memory", "release_freed_memory", "freed_memory_retained", "available_memory",
+           "trains_alone"]
 
 
 #: third-party loggers that log at INFO or DEBUG on their own (faiss.loader: every CPU variant it tries); the CLI
@@ -186,6 +188,8 @@ def keeps_caller_state(*, rng: bool = False) -> Callable[[F], F]:
             except TypeError:  # the function's own TypeError, raised by the call below
                 threads = None
             with contextlib.ExitStack() as stack:
+                if rng:  # it seeds the global generators: alone, as train_run is
+                    stack.enter_context(trains_alone(fn.__name__))
                 if threads is not None:
                     stack.enter_context(restored_threads())
                 if rng:
@@ -195,6 +199,39 @@ def keeps_caller_state(*, rng: bool = False) -> Callable[[F], F]:
         return call  # type: ignore[return-value]
 
     return wrap
+
+
+#: the call training in this process now: (thread id, thread name, what it is), or None (:func:`trains_alone`)
+_training: dict[str, tuple[int, str, str] | None] = {"now": None}
+_training_lock = threading.Lock()
+
+
+@contextmanager
+def trains_alone(what: str) -> Iterator[None]:
+    """The block as this process's one training (``what``: the call, e.g. ``"tt.train_run"``); ConfigError at once
+    when another thread's training is running. The same thread may train further in (its outer call holds it).
+
+    A training sets process-wide state for its call and puts it back after (thread counts, the seeded global random
+    generators, glibc's malloc thresholds): two ``train_run`` calls side by side drew from each other's seeded
+    streams (one model differed from the same run trained alone) and put back each other's state (the caller's
+    random stream was left at ``train.seed``'s).
+    """
+    me = threading.get_ident()
+    with _training_lock:
+        holder = _training["now"]
+        if holder is not None and holder[0] != me:
+            _, thread, running = holder
+            raise ConfigError(f"{what}: {running} is already running in this process (thread {thread!r}); a training "
+                              "sets process-wide state (thread counts, the global random generators) for its call, so "
+                              "run them one after another, or in separate processes")
+        if holder is None:
+            _training["now"] = (me, threading.current_thread().name, what)
+    try:
+        yield
+    finally:
+        if holder is None:
+            with _training_lock:
+                _training["now"] = None
 
 
 @contextmanager
