@@ -22,7 +22,7 @@ def writer_calls(tmp_path, monkeypatch, work: Callable[..., Any]) -> dict[str, C
             work()
 
     monkeypatch.setattr(finetune, "encoder_settings", work)  # the first step of each body
-    monkeypatch.setattr(rerank, "no_third_party_bars", work)
+    monkeypatch.setattr(rerank, "_with_bm25", work)
     monkeypatch.setattr(prepare, "_read_passages", work)
     docs = ["a", "b"]
     return {

@@ -66,6 +66,7 @@ from twotower.text.encoder import (
 )
 from twotower.utils.atomic import atomic_dir, atomic_write_json
 from twotower.utils.folder_lock import writes_folder
+from twotower.utils.progress import quiet_offline_hub
 from twotower.utils.runtime import keeps_caller_state
 from twotower.utils.shell import shell_arg
 from twotower.utils.version import VERSION_KEY, installed_version
@@ -208,6 +209,7 @@ def base_towers(base: str | os.PathLike[str] | None,
 @writes_folder("out_dir", "finetune_bi_encoder",
                check=out_check("bi-encoder", is_bi_encoder, BI_ENCODER_META, inputs=("cache_dir",)))
 @keeps_caller_state(rng=True)
+@quiet_offline_hub()  # the models' saves: no "Writing model shards" bar (their loads hold it themselves)
 def finetune_bi_encoder(
     queries: Sequence[str],
     positive_rows: Sequence[int],

@@ -43,7 +43,7 @@ from twotower.text.encoder import RerankSettings, warn_if_bf16_is_emulated
 from twotower.utils.atomic import atomic_dir, atomic_write_json
 from twotower.utils.folder_lock import writes_folder
 from twotower.utils.extras import require
-from twotower.utils.progress import RateLog, no_third_party_bars
+from twotower.utils.progress import RateLog, quiet_offline_hub
 from twotower.utils.runtime import keeps_caller_state
 from twotower.utils.shell import shell_arg
 from twotower.utils.version import VERSION_KEY, installed_version
@@ -98,8 +98,6 @@ class CrossEncoderReranker:
         settings = (settings or RerankSettings()).resolved()
         if settings.backend == "torch-bf16":
             warn_if_bf16_is_emulated("rerank", "--rerank-backend")
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        no_third_party_bars()  # it may be the first model this process loads: no "Loading weights" bar in logs
         CrossEncoder = require("sentence_transformers", "the cross-encoder reranker (--rerank)").CrossEncoder
 
         # a bi-encoder, an index or an empty folder is one line here, not a transformers traceback
@@ -112,7 +110,9 @@ class CrossEncoderReranker:
             logger.warning("%s", worse)
         if max_length is None:
             max_length = trained_lengths(p).get("max_length", RerankTrainConfig.max_length)
-        self._init(CrossEncoder(str(p), num_labels=1, max_length=int(max_length), device="cpu"), batch_size, settings)
+        with quiet_offline_hub():  # no "Loading weights" bar in logs
+            model = CrossEncoder(str(p), num_labels=1, max_length=int(max_length), device="cpu")
+        self._init(model, batch_size, settings)
         logger.info("loaded cross-encoder %s (max_length %d, backend %s)", p, int(max_length), self.backend)
 
     def _init(self, model, batch_size: int, settings: RerankSettings | None) -> None:
@@ -382,6 +382,7 @@ def _identity():
 @writes_folder("out_dir", "train_cross_encoder",
                check=out_check("cross-encoder", is_cross_encoder, CROSS_ENCODER_META))
 @keeps_caller_state(rng=True)
+@quiet_offline_hub()  # the base model's load and the trained model's save: no "Loading weights" / "Writing model shards"
 def train_cross_encoder(
     queries: Sequence[str],
     positive_rows: Sequence[int],
@@ -431,8 +432,6 @@ def train_cross_encoder(
     from twotower.utils.runtime import seed_everything, set_threads  # noqa: PLC0415
 
     cfg = config or RerankTrainConfig()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    no_third_party_bars()  # "Loading weights" and "Writing model shards" bars: \r lines in a redirected log
     if not (len(queries) == len(positive_rows) == len(negatives)):
         raise DataError("queries, positive_rows and negatives need the same length")
     source = _with_bm25(source, bm25)

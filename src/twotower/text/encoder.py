@@ -36,7 +36,7 @@ import numpy as np
 from twotower.config import MAX_THREADS
 from twotower.errors import ConfigError, LengthPastModel, NotFoundError
 from twotower.utils.extras import require
-from twotower.utils.progress import RateLog, no_third_party_bars
+from twotower.utils.progress import RateLog, quiet_offline_hub
 
 __all__ = ["TextEncoder", "EncoderSettings", "BACKENDS", "BACKEND_CHOICES", "resolve_backend", "load_text_encoder",
            "RerankSettings", "RERANK_BACKEND_CHOICES",
@@ -396,7 +396,7 @@ class TextEncoder:
         """Write a ``save_pretrained``-style directory (safetensors weights)."""
         from twotower.utils.atomic import atomic_dir  # noqa: PLC0415
 
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path) as tmp, quiet_offline_hub():  # no "Writing model shards" bar, no model card look-up
             self.model.save(str(tmp), safe_serialization=True)
 
 
@@ -449,16 +449,14 @@ def load_text_encoder(
 ) -> TextEncoder:
     """Load a sentence-transformers model; ``None`` means the packaged MiniLM.
 
-    Runs offline (``HF_HUB_OFFLINE=1`` is set when the caller has not set it),
-    so a model name only works if it is already in the local HF cache.
+    Loads offline (:func:`~twotower.utils.progress.quiet_offline_hub`, for the load only, unless the caller set
+    ``HF_HUB_OFFLINE`` itself), so a model name only works if it is already in the local HF cache.
     ``settings`` defaults to :meth:`EncoderSettings.from_env`.
     """
     settings = (settings or EncoderSettings.from_env()).resolved()
     if settings.backend == "torch-bf16":
         warn_if_bf16_is_emulated("encoder", "--encoder-backend")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    no_third_party_bars()  # transformers' own "Loading weights" bar: no third-party progress bars in our output
-    # imported once the environment above is set (huggingface_hub reads it at import); a plain install stops here
+    # a plain install stops here
     st = require("sentence_transformers", "the text encoder (all-MiniLM-L6-v2 and fine-tuned bi-encoders)")
     if settings.backend in _ONNX:
         for module in ("onnxruntime", "onnx"):  # onnx: the encoder's export and int8 quantization read it
@@ -472,7 +470,8 @@ def load_text_encoder(
         path = Path(name_or_path)
         name = path.name if path.exists() else str(name_or_path)
     try:
-        model = SentenceTransformer(str(path) if path.exists() else str(name_or_path), device=device)
+        with quiet_offline_hub():  # transformers' own "Loading weights" bar: no third-party progress bars in our output
+            model = SentenceTransformer(str(path) if path.exists() else str(name_or_path), device=device)
     except OSError as e:
         raise NotFoundError(
             "text model", str(name_or_path), "give a local sentence-transformers directory; downloads are off"

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["RateLog", "draws_bars", "heartbeat", "no_third_party_bars"]
+__all__ = ["RateLog", "draws_bars", "heartbeat", "quiet_offline_hub"]
 
 
 def draws_bars(stream: Any) -> bool:
@@ -139,19 +139,42 @@ def heartbeat(logger: logging.Logger, what: str, every_s: float | None) -> Itera
         thread.join()
 
 
-def no_third_party_bars() -> None:
-    """Turn off Hugging Face's tqdm bars ("Loading weights", "Writing model shards") for this process.
+@contextlib.contextmanager
+def quiet_offline_hub() -> Iterator[None]:
+    """The Hugging Face Hub offline and its tqdm bars ("Loading weights", "Writing model shards") off for the block,
+    both as the caller had them after; also a decorator. Around every sentence-transformers / transformers model load
+    or save: the text encoder, the bi-encoder and the cross-encoder.
 
-    Off a terminal they are carriage-return lines in a log file; our own progress is :class:`RateLog` lines.
-    Called before any sentence-transformers / transformers model is loaded or saved: the text encoder and the
-    cross-encoder (which may be the first model a process loads, e.g. ``search evaluate --retriever bm25
-    --rerank``, ``rerank train``).
+    Offline: a model name loads from the local cache only, and sentence-transformers' model card looks nothing up.
+    Bars: off a terminal they are carriage-return lines in a log file; our own progress is :class:`RateLog` lines.
+    For the block only: ``HF_HUB_OFFLINE=1`` and ``HF_HUB_DISABLE_PROGRESS_BARS=1`` set in ``os.environ`` for good
+    made the host's own downloads fail offline afterwards, and its child processes inherited them. huggingface_hub
+    reads both variables once, at its import, so the block sets what it read (imported first, under the caller's
+    environment), never the variables; a caller that set a variable keeps its own setting.
     """
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # huggingface_hub's bars, read at its import
     try:
-        from huggingface_hub.utils import disable_progress_bars  # noqa: PLC0415
+        import huggingface_hub.constants as hub  # noqa: PLC0415
+        from huggingface_hub import utils as hub_utils  # noqa: PLC0415
         from transformers.utils import logging as hf_logging  # noqa: PLC0415
     except ImportError:  # pragma: no cover - both come with sentence-transformers
+        yield
         return
-    disable_progress_bars()  # in case huggingface_hub was imported before the variable was set
-    hf_logging.disable_progress_bar()
+    offline = hub.HF_HUB_OFFLINE
+    set_offline = not (os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE"))
+    # the caller's own HF_HUB_DISABLE_PROGRESS_BARS (read at the hub's import) rules the bars, ours or not
+    hub_bars = hub.HF_HUB_DISABLE_PROGRESS_BARS is None and not hub_utils.are_progress_bars_disabled()
+    hf_bars = hub.HF_HUB_DISABLE_PROGRESS_BARS is None and hf_logging.is_progress_bar_enabled()
+    if set_offline:
+        hub.HF_HUB_OFFLINE = True
+    if hub_bars:
+        hub_utils.disable_progress_bars()
+    if hf_bars:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hub.HF_HUB_OFFLINE = offline
+        if hub_bars:
+            hub_utils.enable_progress_bars()
+        if hf_bars:
+            hf_logging.enable_progress_bar()
