@@ -1,7 +1,7 @@
 """Every distributed helper in one place: process group, rank queries, collectives, gathers.
 
 A ground-floor module (it imports nothing from the rest of the package except
-errors and config), so losses, training and the index build all read it without
+errors, config and utils.runtime), so losses, training and the index build all read it without
 running against the layers.
 
 Every helper works without a process group (single process): ``rank() == 0``,
@@ -32,6 +32,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from twotower.errors import ConfigError, DataError
+from twotower.utils.runtime import resolve_device
 
 if TYPE_CHECKING:
     from twotower.config import TrainConfig
@@ -233,6 +234,10 @@ def init_distributed(train: "TrainConfig") -> bool:
     """
     on_cuda = train.device.startswith("cuda")
     rank_device(train.device, int(os.environ.get("WORLD_SIZE", "1") or "1"), int(os.environ.get("LOCAL_RANK", "0") or "0"))
+    if on_cuda:
+        # the missing device first, in one process's words: the backend's "needs CUDA; use 'gloo'" blamed a setting
+        # its user never made, and gloo would not have trained on the GPU asked for
+        resolve_device(train.device)
     backend = train.distributed_backend or ("nccl" if on_cuda else "gloo")
     if backend == "nccl" and not on_cuda:
         raise ConfigError(

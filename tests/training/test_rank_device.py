@@ -34,3 +34,21 @@ def test_training_refuses_it_before_joining_the_process_group(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(ConfigError, match=r"train\.device=cuda:1 under torchrun"):
         init_distributed(TrainConfig(device="cuda:1"))
+
+
+@pytest.mark.parametrize("backend", [None, "nccl"])
+def test_cuda_asked_for_without_a_cuda_device_is_refused_for_the_device_not_the_backend(monkeypatch, backend):
+    """torchrun with train.device=cuda on a machine without CUDA said "backend 'nccl' needs CUDA; use 'gloo' on CPU",
+    a backend its user never set, where one process says the device is missing: gloo would not have helped."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    for name in ("RANK", "MASTER_ADDR", "MASTER_PORT"):  # joining would fail on these: the device must come first
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigError) as e:
+        init_distributed(TrainConfig(device="cuda", distributed_backend=backend))
+    msg = str(e.value)
+    assert "train.device='cuda' but this torch build sees no CUDA device; use train.device=cpu" in msg
+    assert "gloo" not in msg
