@@ -156,6 +156,37 @@ def test_a_resume_that_trains_nothing_keeps_the_evaluation_of_its_unchanged_weig
     assert not list(out.glob(".*before-resume"))
 
 
+def test_a_resume_that_keeps_the_evaluation_shows_it_and_does_not_evaluate_again(dataset, tmp_path, capsys, caplog,
+                                                                                  monkeypatch):
+    """A resume of a finished run said "kept metrics.json, eval.txt: the weights are those they scored", then ran
+    the closing evaluation anyway and rewrote both (minutes on a large catalogue). The kept table is shown instead;
+    a resume whose eval settings differ from those the files were scored with still evaluates."""
+    import importlib
+
+    evaluate_run = importlib.import_module("twotower.pipeline.evaluate_run")  # the package exports the function
+    out = tmp_path / "r"
+    args = ["train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]), "--test", str(dataset["test"]),
+            "--out", str(out), "--epochs", "2", *FAST]
+    assert main(["-q", *args]) == 0
+    table = (out / "eval.txt").read_text()
+    kept = {n: (out / n).read_bytes() for n in ("metrics.json", "eval.txt")}
+    capsys.readouterr()
+    evaluated = []
+    real = evaluate_run.evaluate_run
+    monkeypatch.setattr(evaluate_run, "evaluate_run", lambda *a, **k: evaluated.append(1) or real(*a, **k))
+    with caplog.at_level("INFO", logger="twotower"):
+        assert main([*args, "--resume"]) == 0
+    assert evaluated == []
+    assert {n: (out / n).read_bytes() for n in kept} == kept
+    said = capsys.readouterr().out
+    assert table in said and "the test evaluation kept in eval.txt" in said
+    assert "resume: kept metrics.json, eval.txt" in caplog.text
+    TrainedRun.load(out)  # still sealed
+    assert main(["-q", *args, "--resume", "eval.ks=[5]"]) == 0  # other eval settings: scored again, with them
+    assert evaluated == [1]
+    assert "Recall@5" in json.loads((out / "metrics.json").read_text())["test"][0]
+
+
 def test_a_resume_that_stops_before_it_seals_leaves_the_finished_run_as_it_was(dataset, tmp_path, monkeypatch, capsys):
     """A resume of a finished run that diverged (or was interrupted) before it sealed the run again left its weights
     replaced by the checkpoint's (the item-item term gone), config.json holding the failed settings, and the

@@ -312,7 +312,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if (line := item_item_summary(result, cfg.eval.select_metric)) is not None:
             print(line)
         try:
-            _evaluate_trained(args, cfg, run, prep, out)
+            _evaluate_trained(args, cfg, run, prep, out, kept=result.kept_results)
         except KeyboardInterrupt as e:
             print(f"{_stopped_by(e)} during the test evaluation; the trained run in {out} is complete: "
                   f"`twotower evaluate --run {shell_arg(out)}` scores it", file=sys.stderr)
@@ -525,31 +525,15 @@ def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointin
 TRAIN_TABLE_KS = (10, 20)
 
 
-def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> None:  # noqa: ANN001
-    """`twotower train`'s closing test evaluation against the baselines (metrics.json, eval.txt)."""
-    from twotower.pipeline.evaluate_run import evaluate_run
-    from twotower.utils.atomic import atomic_write_json, atomic_write_text
-
+def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path,  # noqa: ANN001
+                      kept: tuple[str, ...] = ()) -> None:
+    """`twotower train`'s closing test evaluation against the baselines (metrics.json, eval.txt); ``kept``: the
+    files of it a resume kept that score the run as it is (TrainResult.kept_results), shown instead."""
     if not args.no_eval and prep.test is not None:
-        ks = cfg.eval.ks
-        rows = evaluate_run(run, baselines=cfg.eval.baselines, ks=ks, select_metric=cfg.eval.select_metric)
-        atomic_write_json(out / "metrics.json", {"test": rows})
-        import io
-        import contextlib
-
-        buf = io.StringIO()
-        shown = tuple(k for k in ks if k in TRAIN_TABLE_KS) or ks
-        with contextlib.redirect_stdout(buf):
-            print_eval_table(rows, shown, "test (full catalogue)")
-        table = buf.getvalue()
-        left = [k for k in ks if k not in shown]
-        # said, not silently dropped: eval.ks=[10, 50] printed k=10 alone; a pointer, so not under -q
-        where = (f"k={','.join(map(str, left))} (eval.ks) {'is' if len(left) == 1 else 'are'} in {out / 'metrics.json'}; "
-                 f"`twotower evaluate --run {shell_arg(out)}` prints every k") if left else None
-        atomic_write_text(out / "eval.txt", table + (f"{where}\n" if where else ""))
-        print(table, end="")
-        if where:
-            say_out(where)
+        if {"metrics.json", "eval.txt"} <= set(kept):
+            _show_kept_evaluation(out)
+        else:
+            _write_evaluation(cfg, run, out)
         print()
         train_file, valid_file = getattr(args, "train", None), getattr(args, "valid", None)
         data = _data_as_given(args, cfg, out)
@@ -570,6 +554,40 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
             # is train + valid, and a reader of this table was not told how to get it
             say_out(f"test users read their train history only (the protocol line); for the leave-one-out test input "
                     f"(train + valid): `twotower evaluate --run {shell_arg(out)} --history-from {shell_arg(train_file)} {shell_arg(valid_file)}`")
+
+
+def _write_evaluation(cfg, run, out: Path) -> None:  # noqa: ANN001
+    """Evaluate the run on its test split, write metrics.json and eval.txt, and print the table."""
+    import contextlib
+    import io
+
+    from twotower.pipeline.evaluate_run import evaluate_run
+    from twotower.utils.atomic import atomic_write_json, atomic_write_text
+
+    ks = cfg.eval.ks
+    rows = evaluate_run(run, baselines=cfg.eval.baselines, ks=ks, select_metric=cfg.eval.select_metric)
+    atomic_write_json(out / "metrics.json", {"test": rows})
+    buf = io.StringIO()
+    shown = tuple(k for k in ks if k in TRAIN_TABLE_KS) or ks
+    with contextlib.redirect_stdout(buf):
+        print_eval_table(rows, shown, "test (full catalogue)")
+    table = buf.getvalue()
+    left = [k for k in ks if k not in shown]
+    # said, not silently dropped: eval.ks=[10, 50] printed k=10 alone; a pointer, so not under -q
+    where = (f"k={','.join(map(str, left))} (eval.ks) {'is' if len(left) == 1 else 'are'} in {out / 'metrics.json'}; "
+             f"`twotower evaluate --run {shell_arg(out)}` prints every k") if left else None
+    atomic_write_text(out / "eval.txt", table + (f"{where}\n" if where else ""))
+    print(table, end="")
+    if where:
+        say_out(where)
+
+
+def _show_kept_evaluation(out: Path) -> None:
+    """A resume's kept evaluation, which an evaluation now would write again but for its timings: its table as
+    written, and where it comes from."""
+    print((out / "eval.txt").read_text(encoding="utf-8"), end="")
+    say_out(f"the test evaluation kept in eval.txt: this resume changed neither the weights nor the split nor the "
+            f"eval settings it was scored with; `twotower evaluate --run {shell_arg(out)}` scores the run again")
 
 
 def _data_as_given(args: argparse.Namespace, cfg, out: Path):  # noqa: ANN001, ANN202

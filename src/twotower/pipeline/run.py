@@ -463,7 +463,7 @@ def _fit_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: Prep
     if fits:  # the weights once for both fits (hundreds of MB for a large catalogue), when either changed them
         save_fits(dest, trainer.model, fits, weights="empty_history" in fits or bool(item_item and item_item["weight"] > 0))
     if held is not None:
-        held.settle()  # the old evaluation back where the saved weights are those it scored
+        result.kept_results = held.settle(config)  # the old evaluation back where the saved weights are those it scored
     write_manifest(dest)  # sealed: TrainedRun.load now verifies every file's checksum
     if dest != out:
         _finish_staging(dest, out, config)

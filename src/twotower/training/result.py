@@ -20,6 +20,9 @@ class TrainResult:
     # this call's time, so ``epochs_run - resumed_after`` epochs ran in it
     # what the pipeline fitted after training (model.item_item: weight, rank, lambda, its validation grid)
     item_item: dict[str, Any] | None = None
+    # the evaluation files a resume kept that score the run as its settings now ask (pipeline/resume_results.py):
+    # `twotower train` shows them rather than evaluating again
+    kept_results: tuple[str, ...] = ()
 
     @property
     def final_metric(self) -> float:
