@@ -20,10 +20,11 @@ Shape legend: ``B`` local batch, ``W`` world size, ``D`` dim.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "init_from_env", "init_distributed", "is_initialized", "is_main", "rank", "world_size", "barrier",
     "all_reduce_mean", "cleanup", "distributed_world", "gather_with_grad", "gather_no_grad", "broadcast_value",
-    "lost_peer", "timed_out", "silent_ranks", "rank_device", "torchrun_kill_grace_s",
+    "lost_peer", "timed_out", "silent_ranks", "rank_device", "torchrun_kill_grace_s", "other_ranks_quiet",
 ]
 
 logger = logging.getLogger(__name__)
@@ -128,6 +129,25 @@ def world_size() -> int:
 def is_main() -> bool:
     """True on rank 0: the process that logs, evaluates and writes artefacts."""
     return rank() == 0
+
+
+@contextlib.contextmanager
+def other_ranks_quiet() -> Iterator[None]:
+    """On ranks > 0 of a process group: twotower's log lines below ERROR left out while the block runs, as the
+    commands log under torchrun (cli/main.py). Every rank reads the same data, so a script calling ``tt.train_run``
+    printed rank 0's lines and warnings again, once per rank and untagged. A ``twotower`` logger at DEBUG (the
+    commands' ``-v``) still logs on every rank; the logger's own level is put back after the block, so the
+    caller's logging is its own again."""
+    package = logging.getLogger("twotower")
+    if rank() == 0 or package.getEffectiveLevel() <= logging.DEBUG:
+        yield
+        return
+    level = package.level
+    package.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        package.setLevel(level)
 
 
 def barrier() -> None:

@@ -94,3 +94,46 @@ def test_torchrun_into_a_folder_another_writer_holds_ends_at_once(tmp_path: Path
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=25)
     assert proc.returncode != 0
     assert "is writing this folder" in proc.stderr
+
+
+_API_SCRIPT = """
+import logging, sys
+import twotower as tt
+
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+before = logging.getLogger("twotower").level
+train, valid, test, out, *fast = sys.argv[1:]
+cfg = tt.load_config(overrides=[f"data.train={train}", f"data.valid={valid}", f"data.test={test}", *fast])
+run, result, data = tt.train_run(cfg, out)
+assert logging.getLogger("twotower").level == before  # the script's logging is its own again
+if run is not None:
+    tt.evaluate_run(run)
+else:
+    try:
+        tt.evaluate_run(run)
+    except tt.ConfigError as e:
+        print(e, file=sys.stderr)
+"""
+
+
+def test_train_run_under_torchrun_logs_once_as_the_command_does(tmp_path: Path) -> None:
+    """A script calling tt.train_run under torchrun printed rank 0's data warnings again on rank 1 ("valid: dropped
+    2 of 42 rows ..." twice, untagged), where `twotower train` prints them once; and tt.evaluate_run(run) on rank 1,
+    which gets None for the run, said only "got a NoneType" (README's example crashed that rank)."""
+    data = write_dataset(tmp_path / "data")
+    with open(data["valid"], "a", encoding="utf-8") as f:  # rows of ids the run does not know: warned about
+        f.write("nobody,i1,2000000,4.0\nu1,nothing,2000001,4.0\n")
+    script = tmp_path / "script.py"
+    script.write_text(_API_SCRIPT, encoding="utf-8")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("WORLD_SIZE", None)
+    fast = [a for a in FAST if a != "--no-progress"] + ["train.progress=false", "train.threads=1", "train.epochs=1",
+                                                         "eval.baselines=[popularity]"]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script),
+           str(data["train"]), str(data["valid"]), str(data["test"]), str(tmp_path / "run"), *fast]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("valid: dropped 2 of 42 rows") == 1, proc.stderr[-3000:]
+    assert proc.stderr.count("INFO twotower.pipeline.prepare: vocabularies") == 1
+    assert ("evaluate_run: run is None: under torchrun tt.train_run returns the run on rank 0 alone (rank 1 gets "
+            "None, as it writes no run folder); use it there: `if run is not None: ...`") in proc.stderr

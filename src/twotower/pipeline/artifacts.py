@@ -689,6 +689,11 @@ def check_loaded_run(run: Any, where: str) -> None:
     "AttributeError: 'str' object has no attribute 'fingerprint'" (or 'config', 'model')."""
     if isinstance(run, TrainedRun) or (hasattr(run, "model") and hasattr(run, "item_vocab")):
         return
+    rank = os.environ.get("RANK", "0")
+    if run is None and rank not in ("", "0"):
+        # README's example (tt.evaluate_run(run) after tt.train_run) failed there as "got a NoneType"
+        raise ConfigError(f"{where}: run is None: under torchrun tt.train_run returns the run on rank 0 alone "
+                          f"(rank {rank} gets None, as it writes no run folder); use it there: `if run is not None: ...`")
     if isinstance(run, (str, os.PathLike)):
         hint = f"load the folder first: run = tt.TrainedRun.load({str(run)!r})"
     elif isinstance(run, tuple):

@@ -43,6 +43,7 @@ from twotower.pipeline.sources import load_sources, no_item_texts, setting_said
 from twotower.models.size import training_oom_message
 from twotower.pipeline.staging import (check_new_run_dir, check_room_to_stage, discard_if_empty, needs_staging,
                                        staged_target, staging_path, swap_in, sweep_stale_staging)
+from twotower.distributed import other_ranks_quiet
 from twotower.training import distributed as tdist
 from twotower.training.hooks import draw_curves
 from twotower.training.trainer import TrainResult, init_distributed
@@ -289,7 +290,8 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
 
     Under ``torchrun`` every rank calls this: the process group is joined
     first and only rank 0 writes and loads the run folder (so ``out`` need not
-    be on a filesystem other nodes see); ranks > 0 get ``None`` for the run.
+    be on a filesystem other nodes see); ranks > 0 get ``None`` for the run (``if run is not None:``), and log only
+    errors during the call, as the commands' ranks > 0 do (:func:`~twotower.distributed.other_ranks_quiet`).
     """
     # before the data is read and the model built: an ``out`` naming a file failed with a bare FileExistsError
     # only once both were done (the CLI checked its --out, Python callers got no check)
@@ -301,8 +303,10 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     init_distributed(config.train)
     _warn_valid_is_test(config)  # once, on rank 0
     # one training at a time in this process (it sets process-wide state), one writer at a time of the folder: two
-    # trainings into one folder interleaved their files under one manifest
-    with trains_alone("tt.train_run"), exclusive_writer(out, *RUN_WRITER) if tdist.is_main() else contextlib.nullcontext():
+    # trainings into one folder interleaved their files under one manifest; under torchrun rank 0 logs for all, as
+    # the commands do (the others repeated its warnings, untagged)
+    with (trains_alone("tt.train_run"), other_ranks_quiet(),
+          exclusive_writer(out, *RUN_WRITER) if tdist.is_main() else contextlib.nullcontext()):
         # the thread counts and the seeded generators are the run's: the caller's process gets its own back
         # (`twotower train` sets the counts for its whole process itself, for its closing evaluation)
         # under torchrun: rank 0 names a rank frozen for train.heartbeat_warn_s (SIGSTOP, a stuck node), which the
