@@ -623,3 +623,23 @@ def test_another_runs_own_index_folder_is_refused_as_out_and_never_advised(run_d
     ExactIndex().build(run_b.item_embeddings(), np.arange(run_b.n_items)).save(unrecorded)
     with pytest.raises(IntegrityError, match=r"records no model \(saved without model_fingerprint=\)"):
         open_run_index(run_b, unrecorded)
+
+
+def test_index_build_over_an_earlier_index_holding_the_users_files_refuses_and_keeps_them(run_dir, tmp_path, capsys):
+    """Review: `index build --out idx` over an earlier index with the user's NOTES.txt in it replaced the folder and
+    deleted the notes without a word, where `twotower export` refuses the same case; it refuses now, as export
+    does, and --force goes ahead."""
+    out = tmp_path / "idx"
+    build = ["index", "build", "--run", str(run_dir), "--index", "flat", "--queries", "5", "--out", str(out)]
+    assert main(build) == 0
+    (out / "NOTES.txt").write_text("my notes")
+    capsys.readouterr()
+    assert main(build) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --out {out}: an earlier vector index with files it did not write (NOTES.txt); the new vector index "
+        "replaces the whole folder, so they would be lost: choose a new or empty folder, move them out, or pass "
+        "--force to replace it anyway")
+    assert (out / "NOTES.txt").read_text() == "my notes"
+    assert main([*build, "--force"]) == 0
+    assert not (out / "NOTES.txt").exists()
+    assert main(build) == 0  # an earlier index of its own files alone is replaced as before

@@ -400,3 +400,23 @@ def test_a_number_in_a_parquet_text_column_is_written_as_the_csv_of_it_reads(tmp
     prepare_beir(tmp_path / "p.parquet", tmp_path / "q.csv", tmp_path / "o",
                  PrepareConfig(passage_title="title", test_share=0))
     assert load_beir(tmp_path / "o", "test").corpus.titles == ["1917", "", "8.5"]
+
+
+def test_cli_over_an_earlier_prepared_folder_holding_the_users_files_refuses_and_keeps_them(files, capsys):
+    """Review: `search prepare --out X` over an earlier prepared folder deleted the user's own files in it without
+    a word (`twotower export` refuses the same case); it refuses now naming them, and --force goes ahead."""
+    out = files / "beir"
+    argv = ["search", "prepare", "--passages", str(files / "passages.csv"), "--pairs", str(files / "pairs.csv"),
+            "--out", str(out), "--passage-id-col", "pid", "--passage-text-col", "body", "--query-col", "question"]
+    assert main(argv) == 0
+    (out / "NOTES.txt").write_text("my notes")
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --out {out}: an earlier prepared BEIR folder with files it did not write (NOTES.txt); the new "
+        "prepared BEIR folder replaces the whole folder, so they would be lost: choose a new or empty folder, move "
+        "them out, or pass --force to replace it anyway")
+    assert (out / "NOTES.txt").read_text() == "my notes"
+    assert main([*argv, "--force"]) == 0
+    assert not (out / "NOTES.txt").exists()
+    assert main(argv) == 0  # its own files alone are replaced as before

@@ -52,6 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seed of the query sample, the training sample and FAISS's k-means / HNSW draws "
                         "(default %(default)s)")
     b.add_argument("--out", help="index folder (default RUN/index, which `twotower serve` picks up)")
+    b.add_argument("--force", action="store_true",
+                   help="replace the index folder even when it holds files no index build wrote (they are removed)")
     b.add_argument("--threads", type=int, help="torch/FAISS threads (default: TWOTOWER_THREADS or the library's)")
     b.add_argument("--latency-threads", type=int, default=pol.latency_threads,
                    help="threads the single-query latencies (p50/p99, and so --exact-budget-ms) are timed on "
@@ -230,7 +232,7 @@ def cmd_index_build(args: argparse.Namespace) -> int:
     try:
         with terminate_as_interrupt():
             build_index(args.run, args.index, out=args.out, policy=policy, threads=args.threads or threads_from_env(),
-                        max_train=args.max_train, params=pin, echo=print, echo_progress=say_out, flag="--out", what="twotower index build",
+                        max_train=args.max_train, params=pin, force=args.force, echo=print, echo_progress=say_out, flag="--out", what="twotower index build",
                         advice=missed_target_advice(lambda v: f"--index {v}", _FLAGS["target_recall"]))
     except KeyboardInterrupt as e:
         # it ended without a word (SIGTERM: Python's default, on the spot), though the earlier index was intact

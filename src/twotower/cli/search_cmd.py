@@ -77,6 +77,8 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     i = sub.add_parser("index", help="build a saved search index (BM25 + dense) over a corpus")
     i.add_argument("--beir", required=True, help="BEIR directory (or any dir with corpus.jsonl)")
     i.add_argument("--out", required=True, help="folder for the search index")
+    i.add_argument("--force", action="store_true",
+                   help="replace --out even when it holds files no search index wrote (they are removed)")
     i.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
     # not a setting of the index (it holds every mode), but named so that `--mode hybrid` is refused in words that
     # say where the mode is chosen: argparse read it as an abbreviation of --model ("--model hybrid: no such folder")
@@ -187,6 +189,8 @@ def _register_prepare(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--pairs", required=True, help="pairs table: one row per (query text, relevant passage id)")
     r.add_argument("--out", required=True, 
                    help="BEIR folder to write: new, empty, or an earlier `search prepare` output (replaced)")
+    r.add_argument("--force", action="store_true",
+                   help="replace --out even when it holds files no search prepare wrote (they are removed)")
     r.add_argument("--passage-id-col", default=pc.passage_id, help="passages: id column (default %(default)s)")
     r.add_argument("--passage-text-col", default=pc.passage_text, help="passages: text column (default %(default)s)")
     r.add_argument("--passage-title-col", default=pc.passage_title, help="passages: optional title column")
@@ -243,10 +247,11 @@ def _prepare_config(args: argparse.Namespace):  # noqa: ANN202 - PrepareConfig
 def cmd_search_prepare(args: argparse.Namespace) -> int:
     from twotower.cli.paths import check_artefact_dir
     from twotower.errors import DataError
-    from twotower.search.prepare import is_prepared_beir, prepare_beir
+    from twotower.search.prepare import is_prepared_beir, prepare_beir, prepared_files
 
     check_artefact_dir(args.out, kind="prepared BEIR folder", is_same_kind=is_prepared_beir,
-                       inputs={"--passages": args.passages, "--pairs": args.pairs})
+                       inputs={"--passages": args.passages, "--pairs": args.pairs}, own_files=prepared_files,
+                       force=args.force)
     from twotower.cli.flags import check_range
     from twotower.config import MAX_SEED
 
@@ -256,7 +261,7 @@ def cmd_search_prepare(args: argparse.Namespace) -> int:
     cols = _prepare_config(args)
     try:
         with _out_writer(args, "twotower search prepare"):
-            rep = prepare_beir(args.passages, args.pairs, args.out, cols)
+            rep = prepare_beir(args.passages, args.pairs, args.out, cols, force=args.force)
     except DataError as e:  # the readers' advice names data.encoding; here the setting is a flag
         if "data.encoding" not in e.message:
             raise
@@ -375,6 +380,8 @@ def _train_common(t: argparse.ArgumentParser, *, seed: int) -> None:
     t.add_argument("--beir", required=True, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
     t.add_argument("--split", default="train", help="qrels split to train on (default train)")
     t.add_argument("--out", required=True, help="model directory to write")
+    t.add_argument("--force", action="store_true",
+                   help="replace --out even when it holds files its earlier training did not write (they are removed)")
     t.add_argument("--base", help="starting sentence-transformers directory (default: all-MiniLM-L6-v2)")
     t.add_argument("--seed", type=int, default=seed, help="random seed (default %(default)s)")
     t.add_argument("--threads", type=int, help=_THREADS_HELP)
@@ -833,7 +840,8 @@ def _check_out(args: argparse.Namespace, kind: str, is_same_kind, marker: str) -
     from twotower.search.artefacts import check_out_folder
 
     # as the Python calls check theirs (writes_folder's check), with the flags' names
-    check_out_folder(args.out, "--out", kind, is_same_kind, marker, {"--beir": args.beir, "--cache": _cache_arg(args)})
+    check_out_folder(args.out, "--out", kind, is_same_kind, marker, {"--beir": args.beir, "--cache": _cache_arg(args)},
+                     force=args.force)
 
 
 @contextlib.contextmanager
@@ -896,7 +904,7 @@ def _search_index(args: argparse.Namespace) -> int:
                               query_max_length=args.query_max_length, cache_dir=args.cache,
                               fusion={"name": choice.name, "params": choice.params},
                               source={"beir": str(Path(args.beir).resolve())}, bm25=_bm25_config(args))
-    index.save(args.out)
+    index.save(args.out, force=args.force)
     print(f"search index over {len(index.corpus)} documents written to {args.out}")
     return 0
 
@@ -1281,7 +1289,7 @@ def _search_train(args: argparse.Namespace) -> int:
                               negatives=negatives, mining=mining, cache_dir=args.cache,
                               source=_source(args), mining_names=MINING_FLAGS, validation=validation,
                               bm25=bm25 if bm25_mining else None,
-                              setting_names={"lr": "--lr", "temperature": "--temperature"})
+                              setting_names={"lr": "--lr", "temperature": "--temperature"}, force=args.force)
     _report_search_training(args, res, cfg, len(qs))
     return 0
 
@@ -1464,7 +1472,7 @@ def _rerank_train(args: argparse.Namespace) -> int:
            **({"model": args.mining_model or "all-MiniLM-L6-v2"} if dense else {"bm25": asdict(bm25)})}
     train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg,
                         source={**_source(args), "mining": {**how, **asdict(mining)}}, setting_names={"lr": "--lr"},
-                        **extra)
+                        force=args.force, **extra)
     _report_rerank_training(args, len(qs), seen)
     return 0
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from twotower.errors import ConfigError
 from twotower.pipeline.run_files import EXPORT_FILES, RUN_MARKERS
 from twotower.utils.folder_lock import idle_lock_file
+from twotower.utils.output_folders import refuse_foreign_files
 
 __all__ = ["CLI_LABELS", "PY_LABELS", "check_export_dir"]
 
@@ -51,11 +52,8 @@ def check_export_dir(out: str | Path, *, run_dir: str | Path | None = None, forc
     names = sorted(p.name for p in out.iterdir() if not idle_lock_file(p))
     if not names or force:
         return tuple(names)
-    others = [n for n in names if not _is_export_leftover(n)]
-    if others:
-        shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
-        what = "an earlier export with files it did not write" if (out / "export.json").is_file() else \
-            "a non-empty folder that is not an ONNX export"
-        raise ConfigError(f"{flag} {out}: {what} ({shown}); the export replaces the whole folder, so they would be "
-                          f"lost: choose a new or empty folder, move them out, or pass {force_flag} to replace it anyway")
+    what = "an earlier export with files it did not write" if (out / "export.json").is_file() else \
+        "a non-empty folder that is not an ONNX export"
+    refuse_foreign_files(out, [n for n in names if not _is_export_leftover(n)], flag=flag, what=what,
+                         replacer="the export", force_label=force_flag)
     return tuple(names)

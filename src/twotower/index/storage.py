@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from twotower.index.base import VectorIndex
 
 __all__ = ["save_index", "load_index", "fingerprint_arrays", "read_meta", "is_index_dir", "is_damaged_index_dir",
-           "other_artefact", "FORMAT_VERSION"]
+           "index_folder_files", "other_artefact", "FORMAT_VERSION"]
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,13 @@ def is_damaged_index_dir(directory: str | Path) -> bool:
     stored = {f for cls in _backends().values() for f in cls.stored_files}
     entries = [c for c in d.iterdir() if not idle_lock_file(c)]
     return (any(c.name in stored for c in entries)
-            and all(c.name in stored | {META, TUNE, PLOT} and c.is_file() and not c.is_symlink() for c in entries))
+            and all(c.name in index_folder_files(d) and c.is_file() and not c.is_symlink() for c in entries))
+
+
+def index_folder_files(directory: str | Path) -> frozenset[str]:
+    """The names of the files an index folder may hold (any backend's, with meta.json, tune.json and the plot): any
+    other file there is the user's, which `twotower index build` would remove with the folder."""
+    return frozenset({f for cls in _backends().values() for f in cls.stored_files} | {META, TUNE, PLOT})
 
 
 def read_tuning(directory: str | Path) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from twotower.errors import ConfigError
 from twotower.index import ExactIndex, IndexPolicy, TuneReport, VectorIndex, autotune, plot_recall_qps
 from twotower.index.autotune import check_pin_early, queries_note, setting_text
 from twotower.index.faiss_index import check_factory_parses, needs_training, refuse_idmap
-from twotower.index.storage import PLOT, is_damaged_index_dir, is_index_dir
+from twotower.index.storage import PLOT, index_folder_files, is_damaged_index_dir, is_index_dir
 from twotower.utils.extras import plotting_missing
 from twotower.utils.output_folders import check_artefact_dir, run_writer
 from twotower.utils.run_folder import check_run_folder, other_runs_index
@@ -81,6 +81,7 @@ def build_index(
     threads: int | None = None,
     max_train: int | None = None,
     params: dict[str, int] | None = None,
+    force: bool = False,
     echo: Callable[[str], None] | None = None,
     echo_progress: Callable[[str], None] | None = None,
     flag: str = "out",
@@ -92,7 +93,8 @@ def build_index(
     ``run``: a loaded run or its folder. ``index``: ``"auto"`` (exact search when its single-query p99 fits
     ``policy.exact_p99_ms``, else the fastest of flat, ivf, hnsw, ivfpq meeting the recall target), ``"exact"``,
     a shortcut or a FAISS factory string. Saved into ``out`` (default ``RUN/index``, which ``tt.recommend`` and
-    `twotower serve` pick up), replaced as a whole. ``params`` pins a setting (``{"nprobe": 8}``) instead of
+    `twotower serve` pick up), replaced as a whole: an earlier index there holding other files is refused unless
+    ``force`` (they would be removed with it). ``params`` pins a setting (``{"nprobe": 8}``) instead of
     sweeping it; ``threads`` sets torch's, FAISS's and the BLAS pools' thread counts for the call (the caller's are put back
     when it returns; None: left as they are). Under torchrun
     (an IVF index built across ranks) ranks other than 0 get None. Example::
@@ -132,7 +134,8 @@ def build_index(
                           "cap; drop it (it applies to IVF and PQ indexes)")
     # the index folder is swapped in whole, removing what was there: never the run, a file or someone's folder
     out_dir = check_artefact_dir(out if out is not None else run_dir / "index", kind="vector index",
-                                 is_same_kind=lambda p: is_index_dir(p) or is_damaged_index_dir(p), flag=flag)
+                                 is_same_kind=lambda p: is_index_dir(p) or is_damaged_index_dir(p), flag=flag,
+                                 own_files=index_folder_files, force=force)
     if isinstance(run, (str, os.PathLike)):  # a wrong folder is one line at once, not after torch is imported
         check_run_folder(run_dir)
     refuse_other_runs_index(run_dir, out_dir, flag)

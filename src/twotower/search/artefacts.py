@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ __all__ = [
     "is_bi_encoder",
     "is_cross_encoder",
     "is_search_index",
+    "listed_files",
     "no_index_message",
     "out_check",
     "trained_backend",
@@ -118,31 +119,50 @@ def check_out_folder(
     is_same_kind: Callable[[Path], bool],
     marker: str | None = None,
     inputs: Mapping[str, str | os.PathLike[str] | None] | None = None,
+    *,
+    own_files: Callable[[Path], Collection[str] | None] | None = None,
+    force: bool = False,
 ) -> Path:
     """``path`` checked as the output folder a search command (``flag`` ``--out``) or Python call (``flag`` its
     parameter, ``out_dir``) replaces as a whole: refused, before any work, when it is a file, a non-empty folder that
-    is not an earlier ``kind`` (or overlaps an input folder: ``inputs``), or an earlier one whose ``marker`` is
-    damaged (said so, rather than "not a ``kind``", which sent the user looking for another kind of folder)."""
+    is not an earlier ``kind`` (or overlaps an input folder: ``inputs``), an earlier one whose ``marker`` is
+    damaged (said so, rather than "not a ``kind``", which sent the user looking for another kind of folder), or,
+    unless ``force``, an earlier one holding files it did not write (``own_files``; by default those its ``marker``
+    lists)."""
     from twotower.utils.output_folders import check_artefact_dir  # noqa: PLC0415
 
     same = is_same_kind if marker is None else (
         lambda p: is_same_kind(p) or unreadable_marker(p, marker) is not None)
-    out = check_artefact_dir(path, kind=kind, is_same_kind=same, inputs=inputs, flag=flag)
+    if own_files is None and marker is not None:
+        own_files = lambda p: listed_files(p, marker)  # noqa: E731
+    out = check_artefact_dir(path, kind=kind, is_same_kind=same, inputs=inputs, flag=flag, own_files=own_files,
+                             force=force)
     if marker is not None:
         check_marker_readable(out, flag, (marker,), out=True)
     return out
 
 
+def listed_files(folder: Path, marker: str) -> frozenset[str] | None:
+    """The files an earlier artefact wrote in ``folder``: those its ``marker`` lists by checksum, and the marker;
+    None when no table says (a marker missing, damaged or written before the table existed)."""
+    files = _marker(folder / marker).get("files")
+    return frozenset({*files, marker}) if isinstance(files, dict) else None
+
+
 def out_check(kind: str, is_same_kind: Callable[[Path], bool], marker: str | None = None,
-              inputs: Iterable[str] = ()) -> Callable[[Any, str, dict[str, Any]], None]:
+              inputs: Iterable[str] = (),
+              own_files: Callable[[Path], Collection[str] | None] | None = None,
+              ) -> Callable[[Any, str, dict[str, Any]], None]:
     """:func:`~twotower.utils.folder_lock.writes_folder`'s ``check`` for a Python call writing a ``kind`` folder:
-    :func:`check_out_folder` on it, the call's parameters ``inputs`` being its input paths. Before, only the commands
-    checked ``--out``: ``prepare_beir(p, q, "/some/non-empty/dir")`` replaced that folder's contents."""
+    :func:`check_out_folder` on it, the call's parameters ``inputs`` being its input paths and its ``force``
+    parameter the override. Before, only the commands checked ``--out``: ``prepare_beir(p, q,
+    "/some/non-empty/dir")`` replaced that folder's contents."""
     names = tuple(inputs)
 
     def check(folder: Any, param: str, arguments: dict[str, Any]) -> None:
         given = {n: arguments.get(n) for n in names if isinstance(arguments.get(n), (str, os.PathLike))}
-        check_out_folder(folder, param, kind, is_same_kind, marker, given)
+        check_out_folder(folder, param, kind, is_same_kind, marker, given, own_files=own_files,
+                         force=arguments.get("force") is True)
 
     return check
 

@@ -230,6 +230,7 @@ def finetune_bi_encoder(
     threads: int | None = None,
     bm25: BM25Config | None = None,
     setting_names: Mapping[str, str] | None = None,
+    force: bool = False,
 ) -> FinetuneResult:
     """Train on ``(queries[i], doc_texts[positive_rows[i]])`` pairs and save to ``out_dir``.
 
@@ -257,6 +258,9 @@ def finetune_bi_encoder(
 
     ``bm25``: with ``config.mining_retriever='bm25'``, the BM25 settings the ``negatives`` were mined with
     (``search train --token-pattern``), recorded in the marker's ``mining``; None: BM25Config's defaults.
+
+    ``out_dir`` is replaced whole: an earlier bi-encoder there holding files it did not write is refused, before any
+    work, unless ``force`` (``search train --force``): they would be removed with it.
     """
     import torch  # noqa: PLC0415
 

@@ -339,9 +339,10 @@ class SearchIndex:
                    source=source)
 
     @writes_folder("path", "SearchIndex.save", check=out_check("search index", is_search_index, INDEX_META))
-    def save(self, path: str | os.PathLike[str]) -> None:
+    def save(self, path: str | os.PathLike[str], *, force: bool = False) -> None:
         """Write the index to the folder ``path`` atomically (layout in the module docstring, every file's sha256
-        in ``meta.json``); the bi-encoder folder is named by its path, not copied."""
+        in ``meta.json``); the bi-encoder folder is named by its path, not copied. An earlier index ``path`` holding
+        files it did not write is refused unless ``force``: they would be removed with it."""
         buf = io.BytesIO()
         np.save(buf, self.dense.doc_embeddings, allow_pickle=False)
         with atomic_dir(path) as tmp:

@@ -48,6 +48,17 @@ def is_prepared_beir(path: Path) -> bool:
     return (path / MARKER).is_file()
 
 
+def prepared_files(path: Path) -> frozenset[str]:
+    """The files an earlier :func:`prepare_beir` wrote in ``path`` (a qrels file per split its marker names): any
+    other file there is the user's, which a new one would remove with the folder."""
+    try:
+        splits = json.loads((path / MARKER).read_text(encoding="utf-8")).get("splits")
+    except (OSError, ValueError, AttributeError):
+        splits = None
+    qrels = {f"qrels/{name}.tsv" for name in splits} if isinstance(splits, dict) else set()
+    return frozenset({"corpus.jsonl", "queries.jsonl", MARKER, *qrels})
+
+
 def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], ids: list[str], encoding: str,
           may_be_empty: tuple[str, ...] = (), *, one_row: str):
     """The table with ``columns`` checked present, ids and texts read verbatim (``NA`` stays ``NA``); an empty id is
@@ -367,14 +378,18 @@ def _check_tsv_safe(docs, pairs, passages: str | os.PathLike[str], pairs_file: s
 
 
 @writes_folder("out", "prepare_beir",
-               check=out_check("prepared BEIR folder", is_prepared_beir, inputs=("passages", "pairs")))
+               check=out_check("prepared BEIR folder", is_prepared_beir, inputs=("passages", "pairs"),
+                               own_files=prepared_files))
 def prepare_beir(
     passages: str | os.PathLike[str],
     pairs: str | os.PathLike[str],
     out: str | os.PathLike[str],
     cfg: PrepareConfig = PrepareConfig(),
+    *,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Read ``passages`` and ``pairs``, write the BEIR folder ``out`` (atomically), return its report."""
+    """Read ``passages`` and ``pairs``, write the BEIR folder ``out`` (atomically), return its report. An earlier
+    prepared folder ``out`` holding files it did not write is refused, before any work, unless ``force``."""
     docs, doc_report = _read_passages(passages, cfg)
     read, pair_report = _read_pairs(pairs, cfg, {d["_id"] for d in docs}, cfg.drop_unknown)
     _check_tsv_safe(docs, read, passages, pairs, cfg)

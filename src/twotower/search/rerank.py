@@ -398,6 +398,7 @@ def train_cross_encoder(
     threads: int | None = None,
     bm25: BM25Config | None = None,
     setting_names: Mapping[str, str] | None = None,
+    force: bool = False,
 ) -> CrossEncoderReranker:
     """Train a cross-encoder from ``base`` (default MiniLM) and save it to ``out_dir``.
 
@@ -420,7 +421,8 @@ def train_cross_encoder(
     marker's ``data.mining`` under ``"bm25"``, and those of the BM25 the queries held out by ``config.valid_frac`` are
     judged against; None: BM25Config's defaults (nothing recorded). Refused when ``source``'s ``mining`` names
     another retriever. ``setting_names``: what a divergence's error calls ``lr`` (default ``RerankTrainConfig.lr``;
-    ``rerank train`` passes ``--lr``).
+    ``rerank train`` passes ``--lr``). ``out_dir`` is replaced whole: an earlier cross-encoder there holding files it
+    did not write is refused, before any work, unless ``force`` (``rerank train --force``).
     """
 
     import torch  # noqa: PLC0415
