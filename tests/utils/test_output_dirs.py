@@ -47,3 +47,18 @@ def test_a_read_only_mount_is_named_as_one(tmp_path, monkeypatch):
     monkeypatch.setattr(atomic.os, "statvfs", lambda p: SimpleNamespace(f_flag=os.ST_RDONLY))
     with pytest.raises(ConfigError, match=r"--out .*: cannot write into this folder \(read-only file system\)"):
         check_output_dir(tmp_path)
+
+
+def test_a_missing_folder_under_a_locked_one_is_refused_before_any_work(locked_parent, capsys):
+    """Review: `evaluate --csv ro/a/e.csv` (and `recommend --users all --out ro/a/r.csv`) ran the whole job and then
+    failed with "Read-only file system: ro/a", where `--csv ro/e.csv` was refused at once: the check stopped at the
+    first missing folder and never asked whether the nearest existing one takes writes."""
+    from twotower.cli.paths import check_output_file
+
+    shared, _ = locked_parent
+    with pytest.raises(ConfigError, match=rf"^--out {shared / 'a' / 'b'}: cannot write into {shared} "
+                                          r"\(permission denied\)"):
+        check_output_dir(shared / "a" / "b")
+    with pytest.raises(ConfigError, match=rf"^--csv {shared / 'a' / 'e.csv'}: cannot write into {shared} "
+                                          r"\(permission denied\)"):
+        check_output_file(shared / "a" / "e.csv", "--csv")

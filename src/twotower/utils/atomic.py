@@ -618,10 +618,10 @@ def _cannot_write(folder: Path) -> str:
 
 
 def _parents_ok(path: Path, flag: str) -> None:
-    """Every existing ancestor must be a folder we can write into (the rest is created later)."""
+    """Every existing ancestor must be a folder, the nearest one writable (the rest is created in it later)."""
     for parent in reversed(path.parents):
-        if not parent.exists():
-            return
+        if not parent.exists():  # the nearest existing one is still checked below: a job ran, then failed there
+            break
         if not parent.is_dir():
             raise ConfigError(f"{flag} {path}: {parent} is a file, not a folder; choose another path")
     existing = next((p for p in path.parents if p.exists()), None)
