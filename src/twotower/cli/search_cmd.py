@@ -827,12 +827,17 @@ def _cache_arg(args: argparse.Namespace) -> str | None:
 
 
 def _check_cache(args: argparse.Namespace) -> None:
-    """--cache must be a folder (or creatable as one): said now, not when the first embeddings are written."""
+    """A --cache given must be a folder (or creatable as one): said now, not when the first embeddings are written.
+    The default is not checked: a cache the user did not ask for only saves time, so an unwritable one is read as it
+    is and the run goes on (text/cache.py's cached_encode), rather than refused naming a flag never typed."""
     from twotower.cli.paths import check_output_dir
+    from twotower.config import SearchConfig
 
     if _cache_arg(args) is not None:
+        given = args.cache != SearchConfig.cache_dir
         args.cache = _cache_arg(args)
-        check_output_dir(args.cache, "--cache")
+        if given:
+            check_output_dir(args.cache, "--cache")
 
 
 def _check_out(args: argparse.Namespace, kind: str, is_same_kind, marker: str) -> None:  # noqa: ANN001

@@ -70,8 +70,11 @@ def text_key(text: str) -> str:
 class EmbeddingCache:
     """Embeddings of one (model, max_length, normalize) setting under ``root``."""
 
-    def __init__(self, root: str | os.PathLike[str], *, model_id: str, max_length: int, normalize: bool = True) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, model_id: str, max_length: int, normalize: bool = True,
+                 read_only: str | None = None) -> None:
         self.model_id = model_id
+        #: why the cache cannot be written (None: it can): its embeddings are still read, new ones are not kept
+        self.read_only = read_only
         self.max_length = int(max_length)
         self.normalize = bool(normalize)
         key = sha256_bytes(f"{model_id}|{self.max_length}|{int(self.normalize)}|v{_FORMAT}".encode())[:16]
@@ -80,11 +83,14 @@ class EmbeddingCache:
         self.misses = 0
 
     # -- reading -------------------------------------------------------
+    def _empty_index(self) -> dict:
+        return {"format": _FORMAT, "model_id": self.model_id, "max_length": self.max_length,
+                "normalize": self.normalize, "dim": None, "shards": [], "texts": {}}
+
     def _load_index(self) -> dict:
         path = self.dir / "index.json"
         if not path.exists():
-            return {"format": _FORMAT, "model_id": self.model_id, "max_length": self.max_length,
-                    "normalize": self.normalize, "dim": None, "shards": [], "texts": {}}
+            return self._empty_index()
         try:
             index = read_json(path)
         except IntegrityError as e:  # "corrupted or half-written" alone left the user to work out what to do
@@ -119,6 +125,10 @@ class EmbeddingCache:
     @contextlib.contextmanager
     def _locked(self, *, exclusive: bool):
         """The ``.lock`` flock: shared to read, exclusive to write a shard and the index or to drop the cache."""
+        if self.read_only is not None:
+            with self._read_lock():
+                yield
+            return
         self.dir.mkdir(parents=True, exist_ok=True)
         mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
         with open(self.dir / ".lock", "a+") as fh:
@@ -134,6 +144,24 @@ class EmbeddingCache:
                 fcntl.flock(fh.fileno(), mode)
                 logger.info("embedding cache %s: waited %.0fs for the other process", self.dir.name,
                             time.perf_counter() - t0)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _read_lock(self):
+        """The shared lock of a cache this process cannot write: taken on the lock file opened for reading, or none
+        when that file is missing and cannot be made (a read-only mount: no writer of ours can change it either)."""
+        try:
+            fh = open(self.dir / ".lock")
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, *_UNWRITABLE):
+                raise
+            yield
+            return
+        with fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
             try:
                 yield
             finally:
@@ -174,6 +202,11 @@ class EmbeddingCache:
         distinct = f" ({len(missing)} distinct)" if len(missing) < len(keys) - cached else ""
         if keys and not missing:
             logger.info("embedding cache hit: all %d texts from %s (model %s)", len(keys), self.dir, self.model_id)
+        elif missing and self.read_only is not None:
+            logger.warning("embedding cache %s cannot be written (%s): %d of %d texts read from it, the other %d "
+                           "encoded without being kept, so the next run encodes them again (a writable HOME, or "
+                           "`--cache DIR` on the search commands, keeps them)", self.dir, self.read_only, cached,
+                           len(keys), len(keys) - cached)
         elif missing:
             logger.info("embedding cache %s: %d of %d texts cached, encoding %d%s", self.dir, cached, len(keys),
                         len(keys) - cached, distinct)
@@ -201,6 +234,10 @@ class EmbeddingCache:
             except IntegrityError:
                 if not rebuild_corrupt:
                     raise
+                if self.read_only is not None:  # it cannot be dropped: encoded without it
+                    logger.warning("embedding cache %s is corrupted and cannot be rebuilt (%s); encoding without it",
+                                   self.dir, self.read_only)
+                    return self._empty_index(), []
         with self._locked(exclusive=True):
             try:
                 index = self._load_index()
@@ -235,7 +272,8 @@ class EmbeddingCache:
             if done < len(items) and time.perf_counter() - last < _SAVE_EVERY_S:
                 continue
             emb = np.concatenate(pending)  # [M, D]
-            self._save_shard([k for k, _ in items[saved:done]], emb, round(time.perf_counter() - last, 2))
+            if self.read_only is None:
+                self._save_shard([k for k, _ in items[saved:done]], emb, round(time.perf_counter() - last, 2))
             new.append(emb)
             pending, saved, last = [], done, time.perf_counter()
         if show_progress and len(items) > batch_size:
@@ -286,13 +324,8 @@ def cached_encode(
         return encoder.encode(texts, batch_size=batch_size, max_length=max_length, normalize=normalize,
                               show_progress=show_progress)
     cache = EmbeddingCache(cache_dir, model_id=encoder.model_id, max_length=max_length, normalize=normalize)
-    problem = _unwritable(cache.dir)
-    if problem is not None:
-        logger.warning("embedding cache %s cannot be written (%s); encoding without it, so the next run encodes "
-                       "these texts again (a writable HOME, or `--cache DIR` on the search commands, keeps them)",
-                       cache.dir, problem)
-        return encoder.encode(texts, batch_size=batch_size, max_length=max_length, normalize=normalize,
-                              show_progress=show_progress)
+    # a cache that cannot be written is still read: a pre-filled one on a read-only mount saves the whole encoding
+    cache.read_only = _unwritable(cache.dir)
     return cache.encode(encoder, texts, batch_size=batch_size, show_progress=show_progress,
                         rebuild_corrupt=rebuild_corrupt)
 
