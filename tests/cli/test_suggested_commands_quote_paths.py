@@ -11,6 +11,8 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
 from twotower.cli.main import main
 from twotower.pipeline.artifacts import rebuild_command
 
@@ -120,3 +122,43 @@ def test_an_interrupted_demo_says_how_to_finish_the_demo(tmp_path):
     assert "then `twotower evaluate" in line and "again for every step of the demo" in line
     plain = interrupted_training(out, resumed=False, since=time.time() - 60)  # train's own: no demo steps
     assert "twotower demo" not in plain and "twotower evaluate" not in plain
+
+
+def _backticked(text: str) -> list[list[str]]:
+    """Each command in backticks in ``text``, split as a POSIX shell splits it."""
+    return [shlex.split(c) for c in re.findall(r"`([^`]+)`", text)]
+
+
+def test_search_refusals_quote_the_paths_they_suggest(tmp_path, capsys):
+    """Review: `search query --index "si ä" --fusion rrf` said "(`twotower search info --index si ä` shows it)", which
+    the shell runs with a stray `ä`; so did --model's and `search index --mode`'s suggestions."""
+    index, model = "si ä", "my model"
+    assert main(["search", "query", "--index", index, "--fusion", "rrf", "vitamin"]) == 2
+    assert ["twotower", "search", "info", "--index", index] in _backticked(capsys.readouterr().err)
+    assert main(["search", "query", "--index", index, "--model", model, "vitamin"]) == 2
+    err = capsys.readouterr().err
+    assert ["twotower", "search", "info", "--index", index] in _backticked(err)
+    assert ["twotower", "search", "index", "--beir", "DIR", "--out", "NEW_INDEX", "--model", model] in _backticked(err)
+    assert main(["search", "index", "--beir", str(tmp_path), "--out", index, "--mode", "bm25"]) == 2
+    assert _backticked(capsys.readouterr().err)[0][:5] == ["twotower", "search", "query", "--index", index]
+
+
+def test_library_hints_quote_the_paths_they_suggest(tmp_path, capsys):
+    """The same for the suggestions made below the CLI: a damaged marker's retrain command, a bi-encoder given where
+    an index is read, a passages table given as the BEIR folder, `similar --item` with --out."""
+    from twotower.errors import IntegrityError
+    from twotower.search.artefacts import BI_ENCODER_META, check_marker_readable, index_it_hint
+    from twotower.search.beir import _prepare_hint
+
+    folder = tmp_path / "bi enc"
+    folder.mkdir()
+    (folder / BI_ENCODER_META).write_text("{")
+    with pytest.raises(IntegrityError) as e:
+        check_marker_readable(folder, "--model", (BI_ENCODER_META,))
+    assert _backticked(str(e.value)) == [["twotower", "search", "train", "--out", str(folder)]]
+    assert _backticked(index_it_hint("my model"))[0][-2:] == ["--model", "my model"]
+    table = tmp_path / "my passages.csv"
+    table.write_text("id,text\n")
+    assert _backticked(_prepare_hint(table, "--beir"))[0][3:5] == ["--passages", str(table)]
+    assert main(["similar", "--run", str(tmp_path / "r"), "--item", "a b", "--out", "my sims.csv"]) == 2
+    assert _backticked(capsys.readouterr().err) == [["--items", "a b", "--out", "my sims.csv"]]

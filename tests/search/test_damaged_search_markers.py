@@ -88,8 +88,9 @@ def test_a_damaged_marker_of_a_model_given_to_a_flag_is_named(make, argv, marker
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     err = _run([*argv, str(model), "--beir", str(write_beir(tmp_path / "beir"))], capsys)
     assert f"{flag} {model}: its {marker} (the {kind}'s marker, with its files' checksums) {JSON_ERROR}" in err
-    assert f"cannot be checked or loaded; restore the file from a copy, or train it again with '{command} --out " \
-           f"{model}'" in err
+    # in backticks, as every suggested command (the path shell-quoted inside: single quotes around it clashed)
+    assert f"cannot be checked or loaded; restore the file from a copy, or train it again with `{command} --out " \
+           f"{model}`" in err
 
 
 def test_the_python_reranker_check_names_it_too(tmp_path):

@@ -875,7 +875,7 @@ def _refuse_index_mode(args: argparse.Namespace) -> None:
 
     if getattr(args, "index_mode", None) is not None:
         raise ConfigError(f"--mode: a search index answers bm25, dense and hybrid searches alike (hybrid fused as "
-                          f"--fusion says); choose the mode per search: `twotower search query --index {args.out} "
+                          f"--fusion says); choose the mode per search: `twotower search query --index {shell_arg(args.out)} "
                           f"--mode {args.index_mode} ...` or POST /search's \"mode\"")
 
 
@@ -974,7 +974,7 @@ def _refuse_index_settings(args: argparse.Namespace) -> None:
     if given:
         flag, value = given[0]
         raise ConfigError(f"{flag}: a setting of the search index, stored when it is built and used by every search "
-                          f"of it (`twotower search info --index {args.index}` shows it); build one with another: "
+                          f"of it (`twotower search info --index {shell_arg(args.index)}` shows it); build one with another: "
                           f"`twotower search index --beir DIR --out NEW_INDEX {flag} {shell_arg(value)}`")
 
 
@@ -984,8 +984,8 @@ def _refuse_query_model(args: argparse.Namespace) -> None:
 
     if getattr(args, "query_model", None) is not None:
         raise ConfigError(f"--model: a search index searches with the bi-encoder it was built with (`twotower search "
-                          f"info --index {args.index}` names it); to search with another, build an index with it: "
-                          f"`twotower search index --beir DIR --out NEW_INDEX --model {args.query_model}`")
+                          f"info --index {shell_arg(args.index)}` names it); to search with another, build an index with it: "
+                          f"`twotower search index --beir DIR --out NEW_INDEX --model {shell_arg(args.query_model)}`")
 
 
 def cmd_search_query(args: argparse.Namespace) -> int:

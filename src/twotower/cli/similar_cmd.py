@@ -16,6 +16,7 @@ import numpy as np
 from twotower.cli.printing import say
 from twotower.cli.stopping import sigterm_keeps_out
 from twotower.errors import ConfigError
+from twotower.utils.shell import shell_arg
 
 __all__ = ["cmd_similar", "register"]
 
@@ -79,8 +80,8 @@ def _check_args(args: argparse.Namespace) -> int:
 
     args.listed_ids = None if args.exclude_items is None else parse_id_list(args.exclude_items, "--exclude-items")
     if args.out and args.item is not None:
-        raise ConfigError(f"--out writes the CSV of --items; for one item write `--items {args.item} --out "
-                          f"{args.out}`, or --json for the printed answer")
+        raise ConfigError(f"--out writes the CSV of --items; for one item write `--items {shell_arg(args.item)} --out "
+                          f"{shell_arg(args.out)}`, or --json for the printed answer")
     refuse_json_with_out(args, "--items")
     if args.out:
         from twotower.cli.provenance import check_out_and_record

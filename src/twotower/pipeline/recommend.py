@@ -404,7 +404,7 @@ def _check_index_ids(run: TrainedRun, index_dir: Path, index: VectorIndex) -> No
         raise IntegrityError(
             f"{index_dir}: holds ids {lo}..{hi}, but the run {run.dir} reads ids as its item rows 0..{run.n_items - 1}; "
             f"the index's id map is not this run's (build it with ids = item rows, as `twotower index build --run "
-            f"{run.dir}` does)")
+            f"{shell_arg(run.dir)}` does)")
 
 
 def user_query_vectors(run: TrainedRun, user_rows: np.ndarray, *, fixed_weights: bool = False) -> np.ndarray:

@@ -109,7 +109,7 @@ def check_marker_readable(folder: str | os.PathLike[str], flag: str, names: tupl
         raise IntegrityError(
             f"{flag} {p}: its {name} (the {kind}'s marker, with its files' checksums) is {why}: the file is damaged "
             f"or half-written, so the {kind} cannot be checked or loaded; restore the file from a copy, or train it "
-            f"again with '{command} --out {p}'")
+            f"again with `{command} --out {shell_arg(p)}`")
 
 
 def check_out_folder(
@@ -271,7 +271,7 @@ def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank"
 def index_it_hint(model: str | os.PathLike[str]) -> str:
     """Where a bi-encoder goes for a command that searches a saved index (no ``--model``): into the index."""
     return (f"a search index searches with the bi-encoder it was built with: `twotower search index --beir DIR "
-            f"--out NEW_INDEX --model {model}`")
+            f"--out NEW_INDEX --model {shell_arg(model)}`")
 
 
 def _beir_folder(path: Path) -> bool:

@@ -22,6 +22,7 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError
 from twotower.utils.arguments import check_seed
+from twotower.utils.shell import shell_arg
 from twotower.utils.wording import json_error, plural
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ def _prepare_hint(p: Path, arg: str) -> str:
     in the caller's terms (the command for a flag, the function for a Python argument)."""
     if not p.is_file():
         return ""
-    how = (f"`twotower search prepare --passages {p} --pairs PAIRS --out DIR`" if arg.startswith("--")
+    how = (f"`twotower search prepare --passages {shell_arg(p)} --pairs PAIRS --out DIR`" if arg.startswith("--")
            else f"twotower.search.prepare_beir({str(p)!r}, PAIRS, OUT)")
     return f"; {p} is a file: a passages table and a (query, relevant passage) pairs table become one with {how}"
 
