@@ -128,10 +128,20 @@ def stale_staging(out: Path) -> list[Path]:
 
 def sweep_stale_staging(out: Path) -> list[Path]:
     """Remove :func:`stale_staging`'s folders: a new run into ``out`` starts over, as it did before staging."""
-    removed = stale_staging(out)
-    for p in removed:
-        shutil.rmtree(p, ignore_errors=True)
-    return removed
+    return [p for p in stale_staging(out) if _remove(p, f"the staging folder of an earlier `twotower train --out "
+                                                     f"{shell_arg(out)}` that did not finish")]
+
+
+def _remove(folder: Path, what: str) -> bool:
+    """Remove ``folder`` (``what`` it is, in words); True when it is gone. What cannot be removed (a read-only folder
+    inside) is said, naming the folder: left in silence, a hidden copy of the earlier run stayed for good, while the
+    warnings said it had been replaced."""
+    shutil.rmtree(folder, ignore_errors=True)
+    if not folder.exists():
+        return True
+    log.warning("could not remove all of %s, %s (a folder in it is read-only?); remove it yourself: rm -r %s",
+                folder, what, shell_arg(folder))
+    return False
 
 
 #: float32 copies of the weights a checkpoint holds: the weights, their average and Adam's two moments
@@ -208,13 +218,13 @@ def swap_in(stage: Path, out: Path, *, keep: tuple[Path, ...] = ()) -> list[str]
     _carry_over(real, stage, set(replaced))
     if _rename_exchange(stage, real):
         _fsync_dir(real.parent)
-        shutil.rmtree(stage, ignore_errors=True)  # the earlier run, now under the staging name
+        _remove(stage, "the earlier run's files the new run replaced")  # the earlier run, now under the staging name
         return replaced
     old = _old_path(real)
     os.replace(real, old)
     os.replace(stage, real)
     _fsync_dir(real.parent)
-    shutil.rmtree(old, ignore_errors=True)
+    _remove(old, "the earlier run's files the new run replaced")
     return replaced
 
 
