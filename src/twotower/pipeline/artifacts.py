@@ -482,18 +482,44 @@ def _same_model(record: dict[str, Any], fingerprint: str | None) -> bool:
     return fingerprint is not None and record.get("model_fingerprint") == fingerprint
 
 
+#: Settings added since runs were first saved whose default does otherwise than the runs saved before them did, at
+#: the value those runs trained with. A run's config.json records every setting of the version that saved it, so
+#: a key it lacks came later; read with today's default, `--resume` and `train --config RUN/config.json` trained
+#: another model without a word (history dropout on), or built a tower its weights do not fit (a second pool).
+AS_BEFORE_THEY_CAME: dict[str, Any] = {
+    "model.user.extra_pools": [],  # one history pool: the default [1.0] adds a second
+    "model.user.dropout_rng": "torch",  # PyTorch's own dropout masks, which pcg64's replaced
+    "model.item.dropout_rng": "torch",
+    "model.item_item": {"enabled": False},  # the term fitted after training came later
+    "train.history_dropout": 0.0,  # came with its default, 0.2
+    "train.ema_decay": None,  # the weight average came later (its default 0.99 later still)
+    "train.budget_schedule": False,  # a time budget ended the fit with the schedule aimed at train.epochs
+    "eval.ease_solver": "dense",  # above eval.ease_max_items the EASE baseline was skipped, not solved low-rank
+    "eval.ease_tune_max_users": None,  # the baselines tuned on every validation user
+}
+
+
+def _with_settings_before_they_came(data: Any) -> Any:
+    """``data`` with each setting of :data:`AS_BEFORE_THEY_CAME` its section lacks set to that value (copied, not
+    changed in place); a section the file lacks is left to the defaults."""
+    for key, value in AS_BEFORE_THEY_CAME.items():
+        *path, name = key.split(".")
+        sections = [data]
+        for part in path:
+            sections.append(sections[-1].get(part) if isinstance(sections[-1], dict) else None)
+        if not isinstance(sections[-1], dict) or name in sections[-1]:
+            continue
+        filled: Any = {**sections[-1], name: value}
+        for part, section in zip(reversed(path), reversed(sections[:-1])):
+            filled = {**section, part: filled}
+        data = filled
+    return data
+
+
 def saved_config_dict(data: Any) -> Any:
-    """A saved run's ``config.json`` with the settings added since, set as the runs saved before them were
-    built: ``model.user.extra_pools`` came with the default ``[1.0]`` (a second history pool), so a run whose
-    file lacks it had one pool (``[]``); read with today's default it would build a tower its weights do not fit."""
-    model = data.get("model") if isinstance(data, dict) else None
-    user = model.get("user") if isinstance(model, dict) else None
-    if isinstance(user, dict) and "extra_pools" not in user:
-        data = {**data, "model": {**model, "user": {**user, "extra_pools": []}}}
-    # nor had they the item-item term (fitted after training since): their config reads as trained
-    model = data.get("model") if isinstance(data, dict) else None
-    if isinstance(model, dict) and "item_item" not in model:
-        data = {**data, "model": {**model, "item_item": {"enabled": False}}}
+    """A saved run's ``config.json`` with the settings added since at the values the runs saved before them were
+    trained with (:data:`AS_BEFORE_THEY_CAME`), and switches refused since read as those runs trained."""
+    data = _with_settings_before_they_came(data)
     # switches of another loss kind or example mode, refused since (config.py) but written by runs saved before:
     # they trained without them, so they read as off and such a run still loads (serve, recommend, --resume)
     loss = data.get("loss") if isinstance(data, dict) else None

@@ -615,6 +615,13 @@ def _as_read_now(saved: Any) -> Any:
         return saved
 
 
+def _builds_no_weight(key: str) -> bool:
+    """Whether the model setting ``key`` may change on resume, as a training setting may: the item-item term is
+    fitted after training from the weights trained, and the dropout masks' source draws random numbers only (a run
+    saved before model.*.dropout_rng drew PyTorch's masks, and resumed with today's default it was refused)."""
+    return key.startswith("model.item_item.") or key.endswith(".dropout_rng")
+
+
 def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: Any, *,
                          item_text_encoder: str | None = None) -> None:
     """ConfigError unless the run in ``out`` can be continued with ``config`` and this data.
@@ -638,10 +645,8 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
     if saved.is_file():
         old = _as_read_now(saved_config_dict(read_json(saved)))
         now = config_to_dict(config)
-        # model.item_item is fitted after training, from the weights trained: like a training setting, it may change
-        leaves = [leaf for leaf in _differing_leaves(old.get("model") if isinstance(old, dict) else None,
-                                                     now["model"], "model")
-                  if not leaf[0].startswith("model.item_item.")]
+        model_leaves = _differing_leaves(old.get("model") if isinstance(old, dict) else None, now["model"], "model")
+        leaves = [leaf for leaf in model_leaves if not _builds_no_weight(leaf[0])]
         if leaves:
             diffs = [_described(leaf) for leaf in leaves]
             # the overrides that give the run's values back: an older run's one history pool needed
@@ -660,8 +665,7 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
             old = {**old, "train": {**old_train, "encoder_backend": now["train"]["encoder_backend"]}}
         changed = [d for part in ("train", "loss", "eval")
                    for d in _config_differences(old.get(part) if isinstance(old, dict) else None, now[part], part)]
-        model_old = old.get("model") if isinstance(old, dict) and isinstance(old.get("model"), dict) else {}
-        changed += _config_differences(model_old.get("item_item"), now["model"]["item_item"], "model.item_item")
+        changed += [_described(leaf) for leaf in model_leaves if _builds_no_weight(leaf[0])]
         if changed:
             log.info("resume: these settings differ from the run's and apply from here on: %s", "; ".join(changed))
     info = read_json(out / "run.json") if (out / "run.json").is_file() else {}
