@@ -1531,7 +1531,11 @@ ConfigPaths = typing.Union[str, os.PathLike, typing.Sequence[typing.Union[str, o
 
 def read_config_files(path: ConfigPaths) -> list[tuple[str | os.PathLike[str], dict[str, Any]]]:
     """Each config file of ``path`` (one path, several, or None) with its settings, in order, each checked on its
-    own (names, quoted numbers; TOML's "none" read as null) so that an error names the file that holds the key."""
+    own (names, quoted numbers; TOML's "none" read as null) so that an error names the file that holds the key.
+    A run's own ``config.json`` reads as the run was trained (the settings its version lacked at that version's
+    values: pipeline/saved_config.py), not with today's defaults."""
+    from twotower.pipeline.saved_config import run_record_as_trained  # it imports this module
+
     paths = [] if path is None else [path] if isinstance(path, (str, os.PathLike)) else list(path)
     files = []
     for one in paths:
@@ -1540,7 +1544,7 @@ def read_config_files(path: ConfigPaths) -> list[tuple[str | os.PathLike[str], d
         refuse_quoted_values(RunConfig, settings, f"config file {one}")
         if Path(one).suffix.lower() == ".toml":
             toml_nulls(RunConfig, settings)
-        files.append((one, settings))
+        files.append((one, run_record_as_trained(one, settings)))
     return files
 
 

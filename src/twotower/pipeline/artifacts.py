@@ -45,8 +45,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from twotower.config import (DATA_FILE_SETTINGS, TRANSFORMER_ONLY, LossConfig, RunConfig, TowerConfig, TrainConfig,
-                              config_from_dict, config_to_dict)
+from twotower.config import DATA_FILE_SETTINGS, RunConfig, config_from_dict, config_to_dict
 from twotower.data.features import SHOWN_CHARS, FeatureEncoder, shown_value
 from twotower.data.readers import CANONICAL_COLUMNS
 from twotower.data.vocab import Vocabulary
@@ -55,6 +54,7 @@ from twotower.utils.arguments import check_flag
 from twotower.models.feature_block import FeatureArrays
 from twotower.models.history import UserSequences, pad_histories
 from twotower.models.two_tower import TwoTowerModel
+from twotower.pipeline.saved_config import saved_config_dict
 from twotower.pipeline.similar import history_as_read, untrained_history_refusal
 from twotower.pipeline.run_files import (CHECKPOINT_DIR, DATA_COPIES, EXPORT_FILES, INDEX_DIR,  # noqa: F401 (re-exported)
                                          INDEX_EXTRA_FILES, MANIFEST, MANIFEST_FILES, NO_VERIFY_ENV, RUN_MARKERS,
@@ -480,77 +480,6 @@ def _derived_folders(out: Path) -> list[tuple[Path, tuple[str, ...]]]:
 
 def _same_model(record: dict[str, Any], fingerprint: str | None) -> bool:
     return fingerprint is not None and record.get("model_fingerprint") == fingerprint
-
-
-#: Settings added since runs were first saved whose default does otherwise than the runs saved before them did, at
-#: the value those runs trained with. A run's config.json records every setting of the version that saved it, so
-#: a key it lacks came later; read with today's default, `--resume` and `train --config RUN/config.json` trained
-#: another model without a word (history dropout on), or built a tower its weights do not fit (a second pool).
-AS_BEFORE_THEY_CAME: dict[str, Any] = {
-    "model.user.extra_pools": [],  # one history pool: the default [1.0] adds a second
-    "model.user.dropout_rng": "torch",  # PyTorch's own dropout masks, which pcg64's replaced
-    "model.item.dropout_rng": "torch",
-    "model.item_item": {"enabled": False},  # the term fitted after training came later
-    "train.history_dropout": 0.0,  # came with its default, 0.2
-    "train.ema_decay": None,  # the weight average came later (its default 0.99 later still)
-    "train.budget_schedule": False,  # a time budget ended the fit with the schedule aimed at train.epochs
-    "eval.ease_solver": "dense",  # above eval.ease_max_items the EASE baseline was skipped, not solved low-rank
-    "eval.ease_tune_max_users": None,  # the baselines tuned on every validation user
-}
-
-
-def _with_settings_before_they_came(data: Any) -> Any:
-    """``data`` with each setting of :data:`AS_BEFORE_THEY_CAME` its section lacks set to that value (copied, not
-    changed in place); a section the file lacks is left to the defaults."""
-    for key, value in AS_BEFORE_THEY_CAME.items():
-        *path, name = key.split(".")
-        sections = [data]
-        for part in path:
-            sections.append(sections[-1].get(part) if isinstance(sections[-1], dict) else None)
-        if not isinstance(sections[-1], dict) or name in sections[-1]:
-            continue
-        filled: Any = {**sections[-1], name: value}
-        for part, section in zip(reversed(path), reversed(sections[:-1])):
-            filled = {**section, part: filled}
-        data = filled
-    return data
-
-
-def saved_config_dict(data: Any) -> Any:
-    """A saved run's ``config.json`` with the settings added since at the values the runs saved before them were
-    trained with (:data:`AS_BEFORE_THEY_CAME`), and switches refused since read as those runs trained."""
-    data = _with_settings_before_they_came(data)
-    # switches of another loss kind or example mode, refused since (config.py) but written by runs saved before:
-    # they trained without them, so they read as off and such a run still loads (serve, recommend, --resume)
-    loss = data.get("loss") if isinstance(data, dict) else None
-    if isinstance(loss, dict):
-        kind = loss.get("kind", LossConfig.kind)
-        off = {**({"uniform_negatives": 0} if kind != "inbatch" else {}),
-               **({"sampler": LossConfig.sampler} if kind != "sampled" else {})}
-        if any(k in loss and loss[k] != v for k, v in off.items()):
-            data = {**data, "loss": {**loss, **{k: v for k, v in off.items() if k in loss}}}
-    train = data.get("train") if isinstance(data, dict) else None
-    if isinstance(train, dict) and train.get("random_windows") and train.get("examples", TrainConfig.examples) != "sequence":
-        data = {**data, "train": {**train, "random_windows": False}}
-    train = data.get("train") if isinstance(data, dict) else None
-    if (isinstance(train, dict) and "denoise_keep" in train and train["denoise_keep"] != TrainConfig.denoise_keep
-            and train.get("examples", TrainConfig.examples) not in ("denoising", "both")):
-        data = {**data, "train": {**train, "denoise_keep": TrainConfig.denoise_keep}}
-    model = data.get("model") if isinstance(data, dict) else None
-    for tower in ("user", "item"):  # transformer switches beside another history (TRANSFORMER_ONLY): built without
-        conf = model.get(tower) if isinstance(model, dict) else None
-        if isinstance(conf, dict) and conf.get("history") != "transformer":
-            reset = {k: getattr(TowerConfig, k) for k in TRANSFORMER_ONLY if k in conf}
-            if any(conf[k] != v for k, v in reset.items()):
-                model = {**model, tower: {**conf, **reset}}
-                data = {**data, "model": model}
-    item = model.get("item") if isinstance(model, dict) else None
-    if isinstance(item, dict) and item.get("dual_head") and item.get("normalize") is False:
-        data = {**data, "model": {**model, "item": {**item, "normalize": True}}}  # the dual head normalised anyway
-    train = data.get("train") if isinstance(data, dict) else None
-    if isinstance(train, dict) and train.get("precision") == "bf16" and train.get("device", TrainConfig.device) != "cpu":
-        data = {**data, "train": {**train, "precision": "fp32"}}  # a GPU run trained in float32
-    return data
 
 
 def saved_run_config(path: Path) -> RunConfig:

@@ -28,7 +28,6 @@ from twotower.pipeline.artifacts import (
     rebuild_command,
     run_part_file,
     save_run_data,
-    saved_config_dict,
     verify_data_copies,
     write_manifest,
 )
@@ -39,6 +38,7 @@ from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.resume import check_frame_tables, resume_frames_run
 from twotower.pipeline.resume_results import HeldResults, hold_old_results, weights_digest
 from twotower.pipeline.resume_snapshot import SealedRun, hold_sealed_run, put_back_leftover
+from twotower.pipeline.saved_config import saved_config_dict
 from twotower.pipeline.sources import load_sources, no_item_texts, setting_said
 from twotower.models.size import training_oom_message
 from twotower.pipeline.staging import (check_new_run_dir, check_room_to_stage, discard_if_empty, needs_staging,
