@@ -1534,13 +1534,17 @@ def read_config_files(path: ConfigPaths) -> list[tuple[str | os.PathLike[str], d
     own (names, quoted numbers; TOML's "none" read as null) so that an error names the file that holds the key.
     A run's own ``config.json`` reads as the run was trained (the settings its version lacked at that version's
     values: pipeline/saved_config.py), not with today's defaults."""
-    from twotower.pipeline.saved_config import run_record_as_trained  # it imports this module
+    # (imported here: it imports this module)
+    from twotower.pipeline.saved_config import check_run_settings, is_run_record, run_record_as_trained
 
     paths = [] if path is None else [path] if isinstance(path, (str, os.PathLike)) else list(path)
     files = []
     for one in paths:
         settings = read_config_file(one)
-        check_known_settings(RunConfig, settings, f"config file {one}")
+        if is_run_record(one):  # nobody typed a run's settings: one unknown here is likely a newer version's
+            check_run_settings(settings, f"config file {one}")
+        else:
+            check_known_settings(RunConfig, settings, f"config file {one}")
         refuse_quoted_values(RunConfig, settings, f"config file {one}")
         if Path(one).suffix.lower() == ".toml":
             toml_nulls(RunConfig, settings)

@@ -4,11 +4,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from safetensors.numpy import load_file
 
 from tests.pipeline.test_run_inputs import FAST
 from tests.synthetic import make_interactions, make_items
 from twotower.cli.main import main
+from twotower.utils.version import installed_version
 
 
 def test_training_again_from_the_written_config_elsewhere_gives_the_same_weights(tmp_path, monkeypatch):
@@ -72,3 +74,23 @@ def test_a_config_file_written_by_hand_takes_todays_defaults(tmp_path) -> None:
     (tmp_path / "run.json").write_text("{}")  # beside a run's record, it is one
     cfg = load_config(mine)
     assert (cfg.model.user.extra_pools, cfg.train.history_dropout, cfg.model.item_item.enabled) == ((), 0.0, False)
+
+
+def test_a_runs_setting_this_version_does_not_know_says_the_run_may_be_newer(tmp_path) -> None:
+    """A run saved by a newer twotower holds settings this one does not know: `recommend`, `serve` and `--resume`
+    said "error: unknown setting 'train.future_knob'; valid keys: ..." without naming the file, and `--config` named
+    it as a typo of the user's, though nobody typed it; both now say the run may be from a newer twotower."""
+    from twotower.config import ConfigError, RunConfig, config_to_dict, load_config
+    from twotower.pipeline.artifacts import saved_run_config
+
+    saved = config_to_dict(RunConfig())
+    saved["train"]["future_knob"] = 1
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(saved))
+    (tmp_path / "run.json").write_text("{}")
+    for read in (saved_run_config, load_config):
+        with pytest.raises(ConfigError) as e:
+            read(path)
+        assert f"{path}: unknown setting 'train.future_knob'" in str(e.value)
+        assert str(e.value).endswith("; the run may have been saved by a newer twotower than this one (version "
+                                     f"{installed_version()}): upgrade twotower to read it")

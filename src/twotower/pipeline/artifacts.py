@@ -54,7 +54,7 @@ from twotower.utils.arguments import check_flag
 from twotower.models.feature_block import FeatureArrays
 from twotower.models.history import UserSequences, pad_histories
 from twotower.models.two_tower import TwoTowerModel
-from twotower.pipeline.saved_config import saved_config_dict
+from twotower.pipeline.saved_config import check_run_settings, saved_config_dict
 from twotower.pipeline.similar import history_as_read, untrained_history_refusal
 from twotower.pipeline.run_files import (CHECKPOINT_DIR, DATA_COPIES, EXPORT_FILES, INDEX_DIR,  # noqa: F401 (re-exported)
                                          INDEX_EXTRA_FILES, MANIFEST, MANIFEST_FILES, NO_VERIFY_ENV, RUN_MARKERS,
@@ -491,6 +491,7 @@ def read_saved_config(path: Path) -> tuple[RunConfig, Any]:
     """``(RunConfig, the file's JSON as saved)`` of a run's ``config.json``: the settings the run loads with,
     and the record of which it saved (what its model fingerprint hashes: :func:`model_fingerprint`)."""
     recorded = read_json(path)
+    check_run_settings(recorded, str(path))
     return config_from_dict(RunConfig, saved_config_dict(recorded)), recorded
 
 

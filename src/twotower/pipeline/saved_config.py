@@ -13,12 +13,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from twotower.config import TRANSFORMER_ONLY, LossConfig, TowerConfig, TrainConfig
+from twotower.config import TRANSFORMER_ONLY, LossConfig, RunConfig, TowerConfig, TrainConfig, check_known_settings
+from twotower.errors import ConfigError
 from twotower.pipeline.run_files import RUN_MARKERS
+from twotower.utils.version import installed_version
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AS_BEFORE_THEY_CAME", "is_run_record", "run_record_as_trained", "saved_config_dict"]
+__all__ = ["AS_BEFORE_THEY_CAME", "check_run_settings", "is_run_record", "run_record_as_trained", "saved_config_dict"]
 
 
 #: Settings added since runs were first saved whose default does otherwise than the runs saved before them did, at
@@ -99,6 +101,20 @@ def is_run_record(path: str | os.PathLike[str]) -> bool:
     config file the user wrote, which takes today's defaults for the settings it leaves out, is not."""
     path = Path(path)
     return path.name == "config.json" and any((path.parent / rel).is_file() for rel in RUN_MARKERS)
+
+
+def check_run_settings(settings: Any, source: str) -> None:
+    """:func:`~twotower.config.check_known_settings` for a run's ``config.json`` (``source``: where it is named).
+
+    Nobody typed a run's settings: one this version does not know was most likely added by a newer twotower, and
+    the refusal listed this version's keys as for a typo (`recommend` and `serve` without naming the file)."""
+    if not isinstance(settings, dict):
+        return  # not a table: config_from_dict names what it is
+    try:
+        check_known_settings(RunConfig, settings, source)
+    except ConfigError as e:
+        raise ConfigError(f"{e}; the run may have been saved by a newer twotower than this one (version "
+                          f"{installed_version()}): upgrade twotower to read it") from None
 
 
 def run_record_as_trained(path: str | os.PathLike[str], settings: dict[str, Any]) -> dict[str, Any]:
