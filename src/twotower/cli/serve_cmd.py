@@ -285,7 +285,11 @@ def _load_and_serve(args: argparse.Namespace, settings: Any, rerank: Any, socket
 
         check_run_folder(args.run)
     from twotower.serving import RecommenderService, create_app
+    from twotower.utils.runtime import set_threads
 
+    # the whole process's counts, as every command sets them (a service in a Python host's process holds them only
+    # while it works): the requests, the load's user vectors and the warm-up searches run on them
+    set_threads(settings.threads)
     # load before serving: a corrupted run or a mismatched index fails here with a clean message
     service = (RecommenderService.load(args.run, args.index, settings=settings, allow_low_recall=args.allow_low_recall,
                                        exact=args.exact, history_from=args.history_from,
@@ -294,9 +298,6 @@ def _load_and_serve(args: argparse.Namespace, settings: Any, rerank: Any, socket
     search = None
     if args.search_index:
         from twotower.serving.search_service import SearchService
-        from twotower.utils.runtime import set_threads
-
-        set_threads(settings.threads)  # the warm-up search runs on the threads the requests will (--run set them too)
 
         search = SearchService.load(args.search_index, args.rerank, rerank_settings=rerank)
     what = []

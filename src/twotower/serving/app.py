@@ -32,6 +32,7 @@ from twotower.serving.routes import build_router
 from twotower.serving.schemas import HealthResponse, make_schemas
 from twotower.serving.service import RecommenderService, check_run_arg
 from twotower.serving.settings import ServiceSettings
+from twotower.serving.threads import service_threads
 
 if TYPE_CHECKING:  # the encoder module loads torch; the app needs it only with a reranker
     from twotower.pipeline.artifacts import TrainedRun
@@ -95,30 +96,33 @@ def create_app(
         app.state.started = True
         loaded_search = app.state.search is None and search_index_dir is not None
         loaded_service = app.state.service is None and has_recommender
-        if loaded_search:
-            from twotower.serving.search_service import SearchService
-
-            app.state.search = SearchService.load(search_index_dir, rerank_dir, rerank_settings=rerank_settings)
-        if loaded_service:
-            try:
-                app.state.service = RecommenderService.load(  # type: ignore[arg-type]
-                    run_dir, index_dir, settings=settings, exact=exact, allow_low_recall=allow_low_recall,
-                    exact_flag="create_app(RUN, exact=True)", allow_flag="create_app(RUN, allow_low_recall=True)")
-            except IntegrityError as e:
-                log.critical("refusing to start: %s", e)
-                raise
-            except TwoTowerError as e:
-                log.critical("cannot start: %s", e)
-                raise
-        app.state.compute_limiter = anyio.CapacityLimiter(settings.max_concurrency)
-        try:
-            with _frozen_while_serving():
-                yield
-        finally:  # what this startup loaded goes with the app's stop (a later start loads it again)
-            if loaded_service:
-                app.state.service = None
+        # the service's thread counts (settings.threads) for the app's whole life, so that a request switches only
+        # its own thread's OpenMP counts; the host's back when the app stops
+        with service_threads(settings.threads):
             if loaded_search:
-                app.state.search = None
+                from twotower.serving.search_service import SearchService
+
+                app.state.search = SearchService.load(search_index_dir, rerank_dir, rerank_settings=rerank_settings)
+            if loaded_service:
+                try:
+                    app.state.service = RecommenderService.load(  # type: ignore[arg-type]
+                        run_dir, index_dir, settings=settings, exact=exact, allow_low_recall=allow_low_recall,
+                        exact_flag="create_app(RUN, exact=True)", allow_flag="create_app(RUN, allow_low_recall=True)")
+                except IntegrityError as e:
+                    log.critical("refusing to start: %s", e)
+                    raise
+                except TwoTowerError as e:
+                    log.critical("cannot start: %s", e)
+                    raise
+            app.state.compute_limiter = anyio.CapacityLimiter(settings.max_concurrency)
+            try:
+                with _frozen_while_serving():
+                    yield
+            finally:  # what this startup loaded goes with the app's stop (a later start loads it again)
+                if loaded_service:
+                    app.state.service = None
+                if loaded_search:
+                    app.state.search = None
 
     docs_folder = local_assets()  # None: FastAPI's own /docs and /redoc, which load their scripts from a CDN
     app = FastAPI(

@@ -213,10 +213,10 @@ def _on_threads(search: Callable[..., T], threads: int) -> Callable[..., T]:
     POST /search's dense scores differed from `search query --threads 1`'s in the 6th decimal."""
 
     def run(*args: Any, **kwargs: Any) -> T:
-        from twotower.serving.service import _use_threads
+        from twotower.serving.threads import service_threads
 
-        _use_threads(threads)
-        return search(*args, **kwargs)
+        with service_threads(threads):
+            return search(*args, **kwargs)
 
     return run
 

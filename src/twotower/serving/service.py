@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import partial, wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
@@ -30,6 +29,7 @@ from twotower.serving.catalog import ItemCatalog, filters_at
 from twotower.serving.settings import (MAX_FIELD_NAME_CHARS, MAX_FILTER_FIELDS, MAX_FILTER_VALUES, MAX_ID_CHARS,
                                        ServiceSettings)
 from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
+from twotower.serving.threads import service_threads
 from twotower.results import answer_score
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 
 _EMPTY = np.empty(0, dtype=np.int64)
 T = TypeVar("T")
-_thread_state = threading.local()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,13 +153,15 @@ def filter_allow(mask: np.ndarray | None, index: VectorIndex) -> np.ndarray | No
     return None if mask is None else np.flatnonzero(mask & _in_index(index, len(mask)))
 
 
-def _use_threads(n: int) -> None:
-    """Set torch/FAISS threads once per worker thread (OpenMP settings are per thread)."""
-    if getattr(_thread_state, "threads", None) != n:
-        from twotower.utils.runtime import set_threads
+def _on_service_threads(method: Callable[..., T]) -> Callable[..., T]:
+    """``method`` computed on the service's thread counts (``settings.threads``), the caller's back after it."""
 
-        set_threads(n)
-        _thread_state.threads = n
+    @wraps(method)
+    def call(self: "RecommenderService", *args: Any, **kwargs: Any) -> T:
+        with service_threads(self.settings.threads):
+            return method(self, *args, **kwargs)
+
+    return call
 
 
 #: the end of a batch error's message: one bad request refuses the whole batch
@@ -439,12 +440,18 @@ class RecommenderService:
         ``exact_flag`` / ``allow_flag``: how those refusals name the way around them, this method's own arguments
         unless the caller's user gives others (`twotower serve` passes ``--exact`` / ``--allow-low-recall``).
         """
+        settings = settings or ServiceSettings()
+        with service_threads(settings.threads):  # the user vectors and the warm-up computed on the service's counts
+            return cls._load(run_dir, index_dir, settings, allow_low_recall=allow_low_recall, exact=exact,
+                             history_from=history_from, exact_flag=exact_flag, allow_flag=allow_flag)
+
+    @classmethod
+    def _load(cls, run_dir: str | Path | TrainedRun, index_dir: str | Path | None, settings: ServiceSettings, *,
+              allow_low_recall: bool, exact: bool, history_from: Any, exact_flag: str,
+              allow_flag: str) -> "RecommenderService":
         from twotower.pipeline.artifacts import TrainedRun
         from twotower.pipeline.recommend import open_served_index
-        from twotower.utils.runtime import set_threads
 
-        settings = settings or ServiceSettings()
-        set_threads(settings.threads)
         check_run_arg(run_dir)
         run = run_dir if isinstance(run_dir, TrainedRun) else TrainedRun.load(run_dir)
         histories = None
@@ -762,12 +769,12 @@ class RecommenderService:
         self.check_batch(len(reqs))
         return self._answers(reqs, check=check, n=len(reqs))
 
+    @_on_service_threads
     def _answers(
         self, reqs: Sequence[RecRequest], *, check: Callable[[], None] | None, n: int
     ) -> list[dict[str, Any]]:
         """:meth:`recommend_batch`; ``n``: the batch's size, or 0 for one request sent alone (its errors
         name no ``requests[b]``, see :func:`_at_request`)."""
-        _use_threads(self.settings.threads)
         if not reqs:
             return []
         reqs = [self._with_k(r) for r in reqs]
@@ -841,12 +848,12 @@ class RecommenderService:
                                             notes=notes))
         return answers
 
+    @_on_service_threads
     def similar_items(self, item_id: str, k: int, filters: Mapping[str, Sequence[str]] | None = None, *,
                       exclude_items: Sequence[str] | None = None,
                       check: Callable[[], None] | None = None) -> dict[str, Any]:
         """Items whose embeddings are closest to ``item_id``'s (the item itself excluded, and ``exclude_items``,
         as :class:`RecRequest`'s). ``check``: as :meth:`recommend_batch`'s, called between filter values."""
-        _use_threads(self.settings.threads)
         from twotower.serving.catalog import check_filters
 
         # the schema's bounds (a 300-character id, 501 exclude_items), from Python too, before any lookup, as HTTP's
@@ -872,6 +879,7 @@ class RecommenderService:
         return similar_answer(self.catalog, item_id, k, rows, scores, spaces[0], filtered=mask is not None,
                               unplaced=self.unplaced_items, listed=bool(exclude_items))
 
+    @_on_service_threads
     def explain(self, *, item_id: str, user_id: str | None = None, history: Sequence[str] | None = None,
                 user_features: Mapping[str, Any] | None = None,
                 check: Callable[[], None] | None = None, top: int = 5, method: str = "loo") -> dict[str, Any]:
@@ -881,7 +889,6 @@ class RecommenderService:
         ``user_features`` (with ``history``): a new user's features, read as ``POST /recommend`` reads them,
         so the explained score is the one that user's list holds. ``check``: as :meth:`recommend_batch`'s,
         called between blocks of a sequence tower's pass (``POST /explain`` passes its time budget)."""
-        _use_threads(self.settings.threads)
         if (user_id is None) == (history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
         if isinstance(user_id, str) and not user_id.strip():  # POST /explain's 422 (its schema refuses it), as RecRequest
