@@ -63,6 +63,7 @@ from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
 from twotower.utils.csv_text import frame_to_csv
 from twotower.utils.folder_lock import active_writer
+from twotower.utils.dtypes import float32_default
 from twotower.utils.run_folder import other_runs_index
 from twotower.utils.run_folder import run_hint as _run_hint
 from twotower.utils.runtime import preserved_rng
@@ -129,7 +130,7 @@ def build_model(config: RunConfig, info: dict[str, Any]) -> TwoTowerModel:
     text = np.zeros(text_shape, np.float32) if text_shape else None
     # the layers' initial values are drawn from torch's global generator, then replaced by the saved weights: a
     # load (TrainedRun.load, the service's) advanced the caller's seeded stream by a draw it never asked for
-    with preserved_rng():
+    with preserved_rng(), float32_default():
         model = TwoTowerModel(
             config.model,
             int(info["n_users"]),

@@ -50,6 +50,7 @@ from twotower.training.trainer import TrainResult, init_distributed
 from twotower.utils.arguments import check_flag
 from twotower.utils.atomic import check_output_dir  # the check `twotower train` makes of --out
 from twotower.utils.csv_text import frame_to_csv
+from twotower.utils.dtypes import float32_default
 from twotower.utils.folder_lock import exclusive_writer
 from twotower.utils.runtime import (freed_memory_retained, preserved_rng, run_threads, scoped_threads, seed_everything,
                                      trains_alone)
@@ -273,6 +274,7 @@ def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None 
     return cached_encode(enc, texts, cache, max_length=SearchConfig.max_length), enc.model_id
 
 
+@float32_default()
 def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
               frames: Mapping[str, pd.DataFrame] | None = None) -> tuple[TrainedRun, TrainResult, Prepared]:
     """Read data, train, save the run folder; returns the loaded run, the training result and the data.
@@ -292,6 +294,8 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     first and only rank 0 writes and loads the run folder (so ``out`` need not
     be on a filesystem other nodes see); ranks > 0 get ``None`` for the run (``if run is not None:``), and log only
     errors during the call, as the commands' ranks > 0 do (:func:`~twotower.distributed.other_ranks_quiet`).
+
+    The towers are built, trained and saved in float32 whatever torch's default float type, put back as it was.
     """
     # before the data is read and the model built: an ``out`` naming a file failed with a bare FileExistsError
     # only once both were done (the CLI checked its --out, Python callers got no check)
