@@ -180,6 +180,12 @@ def draw_curves(tr: "Trainer", best_epoch: int | None = None, *, stopped: str | 
     if not (tr.out_dir and tr.history and tdist.is_main()):
         return
     from twotower.training.plots import plot_training_curves
+    from twotower.utils.extras import plotting_missing
+
+    why = plotting_missing()  # imports matplotlib with a Ctrl-C held back (a second one used to abort the interpreter)
+    if why is not None:
+        log.warning("could not draw training curves: %s", why)
+        return
 
     try:
         plot_training_curves(tr.history, tr.out_dir / "curves.png", metric=tr.eval_cfg.select_metric,

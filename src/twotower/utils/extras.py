@@ -62,12 +62,24 @@ def require(module: str, what: str) -> ModuleType:
         random.setstate(state)
 
 
+#: what the PNGs are drawn with (no pyplot): imported by :func:`plotting_missing`, so that no C extension of theirs
+#: is first loaded while a plot is drawn
+PLOTTING_MODULES = ("matplotlib.backends.backend_agg", "matplotlib.figure")
+
+
 def plotting_missing() -> str | None:
     """Why the PNGs cannot be drawn (matplotlib, a dependency of twotower, missing or broken in this environment:
     a partial install, a ``--no-deps`` one), else None. Asked before the work a plot follows, so that work is not
-    lost to an ImportError at its end."""
+    lost to an ImportError at its end, and before drawing, so that a Ctrl-C cannot cut the import in two."""
+    from twotower.utils.atomic import signals_deferred
+
     try:
-        importlib.import_module("matplotlib.backends.backend_agg")
+        # a Ctrl-C or SIGTERM is held until the import is done: one landing while a C extension of matplotlib
+        # initialised (a second Ctrl-C as an interrupted fit drew its curves) became pybind11's ImportError
+        # "initialization failed", and the half-made module aborted the interpreter at exit ("Fatal Python error")
+        with signals_deferred():
+            for module in PLOTTING_MODULES:
+                importlib.import_module(module)
     except ImportError as e:
         return f"matplotlib does not import ({e}); pip install 'matplotlib>=3.7' to draw it"
     return None
