@@ -27,3 +27,21 @@ def test_a_missing_input_file_is_named_under_its_flag_before_the_run_loads(tmp_p
 def test_a_folder_given_as_an_input_file_is_named(tmp_path, capsys):
     assert main(["evaluate", "--run", str(tmp_path / "no-run"), "--history-from", str(tmp_path)]) != 0
     assert f"file {tmp_path}: --history-from: is a folder, not a file" in capsys.readouterr().err
+
+
+def test_a_pipe_given_as_an_input_file_is_named_as_one_not_as_missing(tmp_path, capsys):
+    import os
+
+    fifo = tmp_path / "valid.csv"
+    os.mkfifo(fifo)  # what `--exclude <(cat valid.csv)` and `--exclude /dev/stdin` pass: a pipe, which exists
+    assert main(["recommend", "--run", str(tmp_path / "no-run"), "--user", "1", "--exclude", str(fifo)]) == 2
+    err = capsys.readouterr().err
+    assert f"file {fifo}: --exclude: is a pipe, not a file" in err and "write it to a file first" in err, err
+
+
+def test_a_dash_for_standard_input_is_refused_under_its_flag_before_the_run_loads(tmp_path, capsys):
+    # `cat valid.csv | twotower recommend ... --exclude -` passed the early check and was refused once the run had
+    # loaded, as "file -: file not found"
+    assert main(["recommend", "--run", str(tmp_path / "no-run"), "--user", "1", "--exclude", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "--exclude -: standard input is not read" in err and "write it to a file first" in err, err

@@ -823,3 +823,15 @@ def test_timestamps_that_are_all_yyyymmdd_dates_are_warned_about(tmp_path, caplo
         read_interactions(write(tmp_path / "e.csv", "user_id,item_id,timestamp\nu1,a,20200101\nu2,b,20200145\n"))
         read_interactions(write(tmp_path / "f.csv", "user_id,item_id,timestamp\nu1,a,1600000000\nu2,b,20200101\n"))
     assert "YYYYMMDD" not in caplog.text  # day 45, or one such number among epoch seconds: no date column
+
+
+@pytest.mark.parametrize("reader", [read_table, read_interactions])
+def test_a_pipe_is_refused_as_one_not_called_empty(tmp_path, reader):
+    # `--users /dev/stdin`, `--users <(...)` or a named FIFO: a pipe's size is 0, and it was "file is empty" however
+    # much was written to it; a table is read more than once, which a pipe cannot be
+    import os
+
+    fifo = tmp_path / "users.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(DataError, match=rf"{fifo}: is a pipe, not a file: .*; write it to a file first"):
+        reader(fifo)

@@ -353,14 +353,21 @@ def parse_filters(given: list[str] | None) -> dict[str, list[str]] | None:
 def refuse_missing_inputs(files: dict[str, list[str] | None]) -> None:
     """Refuse an input file that does not exist (``{flag: [paths]}``) before the run loads: a missing
     ``--history-from`` file was reported only after the run and the held-out file had been read (seconds; a
-    minute on a large run), in words that named no flag."""
+    minute on a large run), in words that named no flag. A pipe (``<(...)``, ``/dev/stdin``) and ``-`` are
+    refused too: the file is read more than once."""
     from pathlib import Path
 
     for flag, paths in files.items():
         for path in paths or ():
-            if path is not None and path != "-" and not Path(path).is_file():
-                from twotower.data.readers import CHECK_PATH  # pandas: only to say what is wrong
+            if path == "-":  # read as a file named "-" once the run had loaded: "file -: file not found"
+                raise ConfigError(f"{flag} -: standard input is not read (an input file is read more than once); "
+                                  "write it to a file first and pass that file")
+            if path is not None and not Path(path).is_file():
+                from twotower.data.readers import CHECK_PATH, pipe_refusal  # pandas: only to say what is wrong
 
+                pipe = pipe_refusal(Path(path))
+                if pipe is not None:
+                    raise DataError(f"{flag}: {pipe}", file=str(path))
                 what = "is a folder, not a file" if Path(path).is_dir() else "file not found"
                 raise DataError(f"{flag}: {what}; {CHECK_PATH}",
                                 file=str(path))

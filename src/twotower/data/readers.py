@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import re
+import stat
 import threading
 import warnings
 from dataclasses import dataclass
@@ -66,12 +67,27 @@ __all__ = [
     "read_interactions",
     "read_sasrec",
     "is_sasrec_file",
+    "pipe_refusal",
     "CANONICAL_COLUMNS",
     "INTERACTION_FORMATS",
 ]
 
 #: what every "file not found" says (the readers' and the CLI's early input checks alike)
 CHECK_PATH = "check the path (relative paths start at the working directory)"
+
+
+def pipe_refusal(path: Path) -> str | None:
+    """What is said of a pipe, FIFO or socket given as an input file (``--users /dev/stdin``, ``<(...)``), else None.
+    An input file is read more than once (its encoding and header looked at, then its rows), which a pipe cannot
+    be; its size, 0, read as "file is empty" however much was written to it."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        return None
+    return ("is a pipe, not a file: an input file is read more than once (its header, then its rows), which a pipe "
+            "cannot be; write it to a file first and pass that file")
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +289,8 @@ def read_table_numbered(
         raise DataError(f"file not found; {CHECK_PATH}", file=label)
     if path.is_dir():
         raise DataError("is a directory, expected a table file", file=label)
+    if (pipe := pipe_refusal(path)) is not None:
+        raise DataError(pipe, file=label)
     suffix = path.suffix.lower()
     if path.stat().st_size == 0:  # JSON lines have no header row to expect
         wanted = ("JSON records (an array, or one a line)" if suffix == ".json" else
@@ -857,6 +875,8 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
         raise DataError(f"file not found; {CHECK_PATH}", file=label)
     if path.is_dir():
         raise DataError("is a directory, expected a SASRec-format file of 'user item' lines", file=label)
+    if (pipe := pipe_refusal(path)) is not None:
+        raise DataError(pipe, file=label)
     check_wide_bom(path, label, encoding)
     try:
         # dtype=str keeps "007" and huge ids verbatim; blank lines stay as all-NaN rows so positions are line numbers
