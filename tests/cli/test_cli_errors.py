@@ -38,6 +38,16 @@ def test_bad_twotower_threads_env_is_an_error(capsys, tmp_path, monkeypatch):
     assert "TWOTOWER_THREADS must be an integer from 1 to 1024" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [["recommend", "--run", "RUN", "--user", "u1"], ["evaluate", "--run", "RUN"],
+                                  ["index", "build", "--run", "RUN"]])
+def test_a_bad_twotower_threads_env_is_not_read_where_threads_is_given(argv, capsys, tmp_path, monkeypatch):
+    # --threads wins over the variable, which was refused all the same ("TWOTOWER_THREADS must be ...")
+    monkeypatch.setenv("TWOTOWER_THREADS", "abc")
+    assert main([str(tmp_path / "nope") if a == "RUN" else a for a in argv] + ["--threads", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "TWOTOWER_THREADS" not in err and "nope" in err, err  # refused for the run that is not there
+
+
 @pytest.mark.parametrize("argv", [
     ["evaluate", "--run", "RUN"], ["recommend", "--run", "RUN", "--user", "u1"], ["export", "--run", "RUN", "--out", "O"],
     ["index", "build", "--run", "RUN"], ["search", "query", "--index", "RUN", "q"]])

@@ -51,3 +51,11 @@ def test_serve_says_nothing_of_twotower_threads_when_it_is_unset(capsys, monkeyp
     assert "TWOTOWER_THREADS" not in _serve_err(capsys, monkeypatch, tmp_path)
     monkeypatch.setenv("TWOTOWER_THREADS", " ")  # blank counts as unset, as everywhere
     assert "TWOTOWER_THREADS" not in _serve_err(capsys, monkeypatch, tmp_path)
+
+
+def test_serve_is_not_refused_for_a_twotower_threads_it_does_not_read(capsys, monkeypatch, tmp_path):
+    # `TWOTOWER_THREADS=abc twotower serve` was "error: TWOTOWER_THREADS must be an integer ...; unset it or fix it"
+    monkeypatch.setenv("TWOTOWER_THREADS", "abc")
+    err = _serve_err(capsys, monkeypatch, tmp_path)  # refused for the run folder that is not there, not the variable
+    assert "must be an integer" not in err, err
+    assert "note: TWOTOWER_THREADS=abc is not read by serve" in err, err

@@ -71,3 +71,14 @@ def test_the_environment_variable_holds_only_while_encoding(three_threads, monke
     enc = load_text_encoder()
     enc.encode(["a short text"], max_length=16, show_progress=False)
     assert torch.get_num_threads() == 3
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "99999"])
+def test_an_encoder_threads_env_out_of_range_is_refused_by_its_name(monkeypatch, value):
+    # TWOTOWER_ENCODER_THREADS=0 was "encoder threads must be a positive integer ... got 0", naming no variable
+    from twotower.errors import ConfigError
+    from twotower.text.encoder import EncoderSettings
+
+    monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", value)
+    with pytest.raises(ConfigError, match=rf"^TWOTOWER_ENCODER_THREADS must be an integer from 1 to 1024, got '{value}'"):
+        EncoderSettings.from_env()

@@ -563,7 +563,8 @@ def _quiet_broken_pipe() -> int:
 
 def _check_threads(args: argparse.Namespace) -> str | None:
     """``--threads``, ``--encoder-threads`` and ``TWOTOWER_THREADS`` must be integers from 1 to MAX_THREADS (torch
-    raises a bare RuntimeError below 1 and "Overflow when unpacking long" above a C int)."""
+    raises a bare RuntimeError below 1 and "Overflow when unpacking long" above a C int); the variable only where
+    the command reads it."""
     from twotower.config import MAX_THREADS
 
     from twotower.pipeline.refusals import range_refusal  # the words of `--k 0`: "--threads: must be between ..."
@@ -575,6 +576,10 @@ def _check_threads(args: argparse.Namespace) -> str | None:
     encoder_threads = getattr(args, "encoder_threads", None)
     if encoder_threads is not None and encoder_threads > MAX_THREADS:
         return f"--encoder-threads: {range_refusal(encoder_threads, 1, MAX_THREADS)}"
+    if threads is not None or not hasattr(args, "threads"):
+        # read by the commands with --threads when it is not given: a bad value blocked `serve`, whose --threads
+        # has a default (it reads no TWOTOWER_THREADS), `--threads 1`, which wins over it, and `data split`
+        return None
     from twotower.utils.runtime import threads_from_env
 
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -110,10 +111,8 @@ def _note_threads_env(threads: int) -> None:
     """One line where TWOTOWER_THREADS is set: serve does not read it (see ``--threads``), and a user who exported
     it for training saw no sign that the server computes on ``threads`` instead. An information line: ``-q`` leaves
     it out, as :func:`say` does; logged at DEBUG too, so that ``-v`` logs have it in their order."""
-    from twotower.utils.runtime import threads_from_env
-
-    env = threads_from_env()  # checked by the CLI before the command (an integer from 1 to MAX_THREADS)
-    if env is None:
+    env = os.environ.get("TWOTOWER_THREADS", "").strip()  # as set, not checked: serve does not read it
+    if not env:  # blank counts as unset, as everywhere
         return
     msg = (f"note: TWOTOWER_THREADS={env} is not read by serve; each request computes on --threads {threads} "
            "(give --threads N to change it)")

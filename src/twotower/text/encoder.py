@@ -102,10 +102,16 @@ class EncoderSettings:
         the backend (or the threads) explicitly is not refused for the other variable, or for the one it
         overrides."""
         threads = os.environ.get("TWOTOWER_ENCODER_THREADS")
+        if not threads:
+            return None
         try:
-            return int(threads) if threads else None
+            n = int(threads)
         except ValueError:
-            raise ConfigError(f"TWOTOWER_ENCODER_THREADS must be an integer, got {threads!r}") from None
+            n = 0
+        if not 1 <= n <= MAX_THREADS:  # refused here by its name: the settings' own words named no variable
+            raise ConfigError(f"TWOTOWER_ENCODER_THREADS must be an integer from 1 to {MAX_THREADS}, got {threads!r}; "
+                              "unset it or fix it")
+        return n
 
     def resolved(self) -> "EncoderSettings":
         """These settings with ``auto`` replaced by the backend it stands for on this machine."""
