@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import difflib
 import errno
 import gc
@@ -14,7 +15,7 @@ import logging
 import os
 import re
 import sys
-from typing import Callable, NoReturn
+from typing import IO, Callable, NoReturn
 
 from twotower.cli.stopping import interrupt_status, stopped_by, terminate_as_interrupt  # the standard library alone
 
@@ -48,6 +49,21 @@ class _Parser(argparse.ArgumentParser):
             super().error(message)
         self.print_usage(sys.stderr)
         self.exit(2, f"[rank {rank}] {self.prog}: error: {message}\n")
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        # argparse drops a failed write of the help, the version or the usage: `--help > /dev/full` ended with status
+        # 0 and the help lost, or with the interpreter's "Exception ignored" (status 120); raised, main says it
+        if not message:
+            return
+        file = file or sys.stderr
+        try:
+            file.write(message)
+        except OSError as e:
+            from twotower.cli.printing import STDOUT
+
+            if e.filename is not None or file is not sys.stdout:
+                raise
+            raise OSError(e.errno, e.strerror, STDOUT) from e  # stdout's, as main tells it from a file's
 
     #: the full flag names of the CLI's other commands that this command lacks -> those commands, nearest first
     #: (:func:`_mark_foreign_flags` sets it on every command that takes no subcommand)
@@ -553,12 +569,48 @@ def _version() -> str:
 
 def _quiet_broken_pipe() -> int:
     """``twotower ... | head``: the reader left; stop writing without a traceback (exit 141 = 128 + SIGPIPE)."""
+    _discard_stdout()
+    return 141
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's final flush of what is left must not raise again."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not raise again
-    except (OSError, ValueError):
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
         pass
-    return 141
+
+
+def _stdout_failed(e: OSError) -> bool:
+    """Was ``e`` a failed write to stdout (``> /dev/full``)? A failed write() names no file, while the commands'
+    files are named by their writers (utils.atomic) and stdout's data by :func:`stdout_data_write`; stdout that
+    still cannot be flushed is what failed."""
+    from twotower.cli.printing import STDOUT
+
+    if e.filename is not None:
+        return e.filename == STDOUT
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        return True
+    return False
+
+
+def _output_lost(e: OSError, error: str) -> int:
+    """What stdout did not take, said in one line on stderr with status 2, as a failed file write is."""
+    with contextlib.suppress(OSError):
+        print(f"{error}: could not write to standard output ({e.strerror or e}), so the output is incomplete; "
+              "send it where it can be written", file=sys.stderr)
+    _discard_stdout()
+    return 2
+
+
+def _error_word() -> str:
+    """``error``, or ``[rank 2] error`` under torchrun: each rank prints its own error, and a rank > 0 may fail alone
+    (its node lacks the data): untagged, its line read as rank 0's, or as one error printed twice."""
+    rank = _torchrun_rank()
+    return f"[rank {rank}] error" if rank else "error"
 
 
 def _check_threads(args: argparse.Namespace) -> str | None:
@@ -595,10 +647,36 @@ def main(argv: list[str] | None = None) -> int:
     # process on the spot, silent (status -15); the handler itself costs a stdlib import (stopping.py is light)
     with terminate_as_interrupt():
         try:
-            return _main(argv)
+            return _output_checked(argv)
         except KeyboardInterrupt as e:  # while the parser was built or the logging set up, before the command
             print(stopped_by(e), file=sys.stderr)
             return interrupt_status(e)
+
+
+def _output_checked(argv: list[str] | None) -> int:
+    """:func:`_main`, with stdout's failures said in one line and status 2 (``> /dev/full``: "Exception ignored"
+    and status 120; ``>&-``: an AttributeError traceback), the help's and the version's too."""
+    if sys.stderr is None:  # `2>&-`: print(file=None) wrote the error lines to stdout, into the output
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the rest of the process
+    if sys.stdout is None:  # `>&-`: print() wrote nothing, without a word, and the command went on
+        print(f"{_error_word()}: standard output is closed (>&-), so the output would be lost; redirect it to a "
+              "file, or to /dev/null to discard it", file=sys.stderr)
+        return 2
+    try:
+        rc = _main(argv)
+    except BrokenPipeError:  # the help or the version (argparse), to a reader that left
+        return _quiet_broken_pipe()
+    except OSError as e:  # the help or the version, or stdout's failure re-raised by _main
+        if not _stdout_failed(e):
+            raise
+        return _output_lost(e, _error_word())
+    try:
+        sys.stdout.flush()  # a closed pipe or a full disk shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    except OSError as e:
+        return _output_lost(e, _error_word())
+    return rc
 
 
 def _main(argv: list[str] | None) -> int:
@@ -629,9 +707,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"[rank {rank}] error: {e}" if rank else f"error: {e}", file=sys.stderr)
         return 2
     rank = _torchrun_rank()
-    # under torchrun each rank prints its own error, and a rank > 0 may fail alone (its node lacks the data):
-    # untagged, its line read as rank 0's, or as one error printed twice
-    error = f"[rank {rank}] error" if rank else "error"
+    error = _error_word()
     problem = _check_threads(args)
     if problem:
         print(f"{error}: {problem}", file=sys.stderr)
@@ -664,9 +740,7 @@ def _main(argv: list[str] | None) -> int:
         # `-q` leaves out the commands' printed information lines ("ranking with index ...", "wrote N rows to ...")
         # as it leaves out the INFO log lines: warnings, errors and the command's output stay
         with quiet_lines(level > logging.INFO):
-            rc = int(args.func(args) or 0)
-        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
-        return rc
+            return int(args.func(args) or 0)
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except TwoTowerError as e:
@@ -680,7 +754,7 @@ def _main(argv: list[str] | None) -> int:
         from twotower.utils.atomic import storage_error_line
 
         line = storage_error_line(e)
-        if line is None:
+        if line is None or _stdout_failed(e):  # stdout's: said by _output_checked
             raise
         # the disk or quota filled, or the filesystem is mounted read-only: where, not a traceback
         fix = ("write to a folder on a writable filesystem" if e.errno == errno.EROFS

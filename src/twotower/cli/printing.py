@@ -9,7 +9,7 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["printable", "quiet_lines", "say", "say_out", "stdout_data_write", "stdout_json", "tolerate_narrow_streams"]
+__all__ = ["STDOUT", "printable", "quiet_lines", "say", "say_out", "stdout_data_write", "stdout_json", "tolerate_narrow_streams"]
 
 #: whether the running command was given ``-q`` (main sets it around the command, through :func:`quiet_lines`)
 _quiet = False
@@ -76,17 +76,28 @@ def _escape(err: UnicodeError) -> tuple[bytes, int]:
     return out, err.end
 
 
+#: the file name a failed write of :func:`stdout_data_write` is raised with
+STDOUT = "<stdout>"
+
+
 def stdout_data_write(text: str) -> None:
     """Write ``text``, data such as the CSV of ``--out -``, to stdout as UTF-8 whatever the locale: an ASCII stdout
     (``LC_ALL=C``) wrote ``Mis\\xe9rables`` escapes into the CSV, ids that no longer join with the data they came
     from. The files the commands write are UTF-8 alike; lines for people still go through the escaping stream."""
     stream = sys.stdout
     buffer = getattr(stream, "buffer", None)
-    if buffer is None or _writes_unicode(stream):
-        stream.write(text)
-        return
-    stream.flush()  # what was printed before stays before
-    buffer.write(text.encode("utf-8", "surrogateescape"))  # undecodable bytes a name came in as, back as they were
+    try:
+        if buffer is None or _writes_unicode(stream):
+            stream.write(text)
+            return
+        stream.flush()  # what was printed before stays before
+        buffer.write(text.encode("utf-8", "surrogateescape"))  # undecodable bytes a name came in as, back as they were
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        # named, so the CLI tells stdout's failure (> /dev/full) from a file's: written in one piece, the data
+        # leaves nothing in the buffer to fail again (OSError keeps its subclass: a closed pipe stays BrokenPipeError)
+        raise OSError(e.errno, e.strerror, STDOUT) from e
 
 
 def stdout_json(obj: Any, **kwargs: Any) -> str:
