@@ -359,7 +359,10 @@ def _serve_on(app: Any, host: str, port: int, log_level: str, sockets: list[Any]
             if self.started:  # the line uvicorn logs once serving, except on sockets it was handed
                 log_listening(host, sockets or [])
 
-    server = Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False))
+    from twotower.utils.progress import colours_allowed
+
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                                   use_colors=colours_allowed()))
     try:
         server.run(sockets=sockets)
     except KeyboardInterrupt:

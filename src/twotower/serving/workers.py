@@ -410,8 +410,11 @@ def run_workers(spec: WorkerSpec, *, workers: int, log_level: str = "info",
         os.environ[SPEC_ENV] = str(spec.write())  # spawned workers inherit the environment
         import uvicorn
 
+        from twotower.utils.progress import colours_allowed
+
         options = dict(factory=True, workers=workers, host=settings.host, port=settings.port, log_level=log_level,
-                       access_log=False, log_config=worker_log_config(logging.getLogger().getEffectiveLevel()))
+                       access_log=False, log_config=worker_log_config(logging.getLogger().getEffectiveLevel()),
+                       use_colors=colours_allowed())
         served = _per_worker(sockets, workers, spec.shared_dir)
         stopped_by = _stopping_signal(lambda: uvicorn.run(factory, **options) if served is None
                                       else _run_on_sockets(factory, served, options))

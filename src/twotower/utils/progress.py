@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["RateLog", "draws_bars", "heartbeat", "quiet_offline_hub"]
+__all__ = ["RateLog", "colours_allowed", "draws_bars", "heartbeat", "quiet_offline_hub"]
 
 
 def draws_bars(stream: Any) -> bool:
@@ -28,6 +28,15 @@ def draws_bars(stream: Any) -> bool:
         return os.get_terminal_size(stream.fileno()).columns > 0
     except (AttributeError, OSError, ValueError):  # no descriptor to ask: trust isatty
         return True
+
+
+def colours_allowed() -> bool | None:
+    """False where the user asked for plain text -- ``NO_COLOR`` set to anything but "" (https://no-color.org) or
+    ``TERM=dumb`` --, else None: the library colours as it decides (uvicorn: on a terminal). `twotower serve`'s
+    uvicorn lines kept their escape codes under both, unreadable on a dumb terminal and in a captured session."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return None
 
 
 class RateLog:
