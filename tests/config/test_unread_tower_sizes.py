@@ -47,14 +47,28 @@ def test_the_wordings_name_the_setting_what_ignores_it_and_the_ways_out():
                                                  "model.user.extra_pools=[0.5]", "model.item.history_len=100"]).model)
     assert said == [
         "model.user.recency_decay=0.5 has no effect: only the recency history pool reads it, and model.user.history=mean "
-        "would ignore it; set model.user.history=recency to use it, or drop model.user.recency_decay",
+        "would ignore it; set model.user.history=recency to use it, or drop model.user.recency_decay (from a config file's settings: "
+        "model.user.recency_decay=0.9, its default)",
         "model.item.history_len=100 has no effect: only the user tower reads a history, and the item tower would ignore "
-        "it; set model.user.history_len=100 if the user tower's was meant, or drop model.item.history_len",
+        "it; set model.user.history_len=100 if the user tower's was meant, or drop model.item.history_len (from a config file's settings: "
+        "model.item.history_len=50, its default)",
     ]
     said = unread_tower_sizes(load_config(None, ["model.user.history=transformer", "model.user.extra_pools=[0.5]"]).model)
     assert said == ["model.user.extra_pools=[0.5] has no effect: only the pooled histories (mean, recency) read it, and "
                     "model.user.history=transformer would ignore it; set model.user.history=mean or recency to use it, "
-                    "or drop model.user.extra_pools"]
+                    "or drop model.user.extra_pools (from a config file's settings: model.user.extra_pools=[], its default)"]
+
+
+def test_a_gru_from_the_sasrec_example_is_told_how_to_quiet_its_transformer_sizes():
+    """README's GRU from examples/sasrec.toml: the file's seq_heads = 2 cannot be dropped on the command line, and the
+    warning said only "drop model.user.seq_heads"; its default given as an override quiets it."""
+    from twotower.models.unread import unread_tower_sizes
+
+    gru = ["model.user.history=gru", "model.user.seq_positions=right"]
+    said = unread_tower_sizes(load_config(str(EXAMPLES / "sasrec.toml"), gru).model)
+    assert len(said) == 1 and said[0].endswith(
+        "or drop model.user.seq_heads (from a config file's settings: model.user.seq_heads=1, its default)"), said
+    assert unread_tower_sizes(load_config(str(EXAMPLES / "sasrec.toml"), [*gru, "model.user.seq_heads=1"]).model) == []
 
 
 def test_the_item_tower_s_history_sizes_warn_from_a_config_file_but_not_from_one_python_dict(tmp_path):

@@ -83,8 +83,10 @@ def unread_sequence_sizes(tower: TowerConfig, name: str = "user") -> list[str]:
 
 def _unread(name: str, key: str, value: Any, who: str, ignored_by: str, fix: str, *, use: str = "to use it") -> str:
     """The one wording: what has no effect, who reads it, what ignores it here, and the two ways out."""
+    # a key a config file sets cannot be dropped on the command line: its default there says the same
     return (f"model.{name}.{key}={_shown(value)} has no effect: {who}, and {ignored_by} would ignore it; set {fix} "
-            f"{use}, or drop model.{name}.{key}")
+            f"{use}, or drop model.{name}.{key} (from a config file's settings: model.{name}.{key}="
+            f"{_shown(getattr(TowerConfig, key))}, its default)")
 
 
 def _shown(value: Any) -> str:
