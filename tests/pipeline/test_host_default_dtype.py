@@ -76,3 +76,39 @@ def test_a_float64_host_trains_and_saves_a_float32_model(run_dir, tmp_path, floa
     torch.set_default_dtype(torch.float32)
     _, again, _ = tt.train_run(cfg, tmp_path / "again")
     assert [r["loss"] for r in again.history] == [r["loss"] for r in result.history]
+
+
+def test_a_load_leaves_the_default_float_type_alone_in_every_thread(run_dir):
+    """The default is one setting for the whole process: loads that set float32 for their block and put the
+    caller's back left it at float32 when three ran at once (each put back another's), and the host's other
+    threads made float32 tensors meanwhile."""
+    import threading
+
+    from twotower.pipeline.artifacts import TrainedRun
+
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    seen: set[torch.dtype] = set()
+    stop = threading.Event()
+
+    def host() -> None:
+        while not stop.is_set():
+            seen.add(torch.tensor([1.5]).dtype)
+
+    try:
+        watcher = threading.Thread(target=host)
+        watcher.start()
+        try:
+            loads = [threading.Thread(target=TrainedRun.load, args=(run_dir,)) for _ in range(3)]
+            for t in loads:
+                t.start()
+            for t in loads:
+                t.join()
+        finally:
+            stop.set()
+            watcher.join()
+        assert torch.get_default_dtype() == torch.float64
+        assert seen == {torch.float64}, seen
+        assert all(p.dtype == torch.float32 for p in TrainedRun.load(run_dir).model.parameters())
+    finally:
+        torch.set_default_dtype(before)

@@ -63,7 +63,6 @@ from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
 from twotower.utils.csv_text import frame_to_csv
 from twotower.utils.folder_lock import active_writer
-from twotower.utils.dtypes import float32_default
 from twotower.utils.run_folder import other_runs_index
 from twotower.utils.run_folder import run_hint as _run_hint
 from twotower.utils.runtime import preserved_rng
@@ -130,7 +129,7 @@ def build_model(config: RunConfig, info: dict[str, Any]) -> TwoTowerModel:
     text = np.zeros(text_shape, np.float32) if text_shape else None
     # the layers' initial values are drawn from torch's global generator, then replaced by the saved weights: a
     # load (TrainedRun.load, the service's) advanced the caller's seeded stream by a draw it never asked for
-    with preserved_rng(), float32_default():
+    with preserved_rng():
         model = TwoTowerModel(
             config.model,
             int(info["n_users"]),
@@ -143,7 +142,10 @@ def build_model(config: RunConfig, info: dict[str, Any]) -> TwoTowerModel:
         item_item = info.get("item_item")
         if isinstance(item_item, dict) and item_item.get("weight", 0) > 0:  # its values come with the weights
             model.attach_item_item(int(item_item["rank"]))
-    return model
+    # float32 as saved whatever torch's default (a host's float64 built float64 towers: another fingerprint than the
+    # index's); cast, not built under a float32 default, which is one setting for the whole process: loads in
+    # several threads put back each other's, and the host's other threads made float32 tensors meanwhile
+    return model.float()
 
 
 def model_fingerprint(model: TwoTowerModel, config: RunConfig, recorded_model: Any = None) -> str:

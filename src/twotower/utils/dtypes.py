@@ -13,7 +13,11 @@ def float32_default() -> Iterator[None]:
     The towers are float32, and so are their saved weights and the fingerprint an index is checked against: under
     a host's ``torch.set_default_dtype(torch.float64)`` a loaded run was built in float64 (the saved weights copied
     into it), so it answered with another fingerprint than its index's and was refused as "retrained since the
-    index was built", and ``train_run`` trained and saved a float64 model (3.4 times the file)."""
+    index was built", and ``train_run`` trained and saved a float64 model (3.4 times the file).
+
+    The default is one setting for the whole process, so this is for ``train_run`` alone, whose other process-wide
+    state (thread counts, the seeded generators) makes it one training at a time: a load casts its towers instead
+    (``build_model``), since loads run side by side in a service's threads."""
     import torch
 
     before = torch.get_default_dtype()
