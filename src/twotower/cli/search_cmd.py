@@ -141,12 +141,8 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--batch-size", type=int, default=ft.batch_size, help="queries per batch (default %(default)s)")
     t.add_argument("--temperature", type=float, default=ft.temperature, help="softmax temperature (default %(default)s)")
     # None: --base's own lengths, else the config's (_base_lengths)
-    t.add_argument("--max-length", type=int, default=None,
-                   help="word pieces the encoder reads of each document (default: the length --base was fine-tuned "
-                        f"with, else {ft.max_length}); recorded, so search evaluate / index read at it too")
-    t.add_argument("--query-max-length", type=int, default=None,
-                   help="word pieces the encoder reads of each query (default: the length --base was fine-tuned "
-                        f"with, else {ft.query_max_length}); recorded, as --max-length")
+    _length_flags(t, ft, source="--base", recorded=("; recorded, so search evaluate / index read at it too",
+                                                    "; recorded, as --max-length"))
     t.add_argument("--train-doc-tower", action="store_true",
                    help="train the document tower too (slow on CPU; 1 hard negative per query per step)")
     t.add_argument("--shared", action="store_true", help="one transformer for both towers (implies --train-doc-tower)")
@@ -427,13 +423,15 @@ def _base_lengths(args: argparse.Namespace, lengths: dict[str, tuple[str, str]])
     return read
 
 
-def _length_flags(p: argparse.ArgumentParser, sc) -> None:  # noqa: ANN001 - SearchConfig
-    p.add_argument("--max-length", type=int, default=None,
-                   help="word pieces the encoder reads of each document (default: the length --model was "
-                        f"fine-tuned with, else {sc.max_length})")
-    p.add_argument("--query-max-length", type=int, default=None,
-                   help="word pieces the encoder reads of each query (default: the length --model was "
-                        f"fine-tuned with, else {sc.query_max_length})")
+def _length_flags(p: argparse.ArgumentParser, sc, *, source: str = "--model",  # noqa: ANN001 - a config
+                  recorded: tuple[str, str] = ("", "")) -> None:
+    """--max-length / --query-max-length, None when not given: the lengths ``source`` was fine-tuned with, else
+    ``sc``'s (SearchConfig's, or FinetuneConfig's for search train); ``recorded``: what each help adds."""
+    for flag, what, default, said in (("--max-length", "document", sc.max_length, recorded[0]),
+                                      ("--query-max-length", "query", sc.query_max_length, recorded[1])):
+        p.add_argument(flag, type=int, default=None,
+                       help=f"word pieces the encoder reads of each {what} (default: the length {source} was "
+                            f"fine-tuned with, else {default}){said}")
 
 
 def _fusion_flags(p: argparse.ArgumentParser, sc, choices: tuple[str, ...], what: str) -> None:  # noqa: ANN001
