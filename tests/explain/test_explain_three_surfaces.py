@@ -63,3 +63,38 @@ def test_the_explained_rank_is_the_items_place_in_the_served_list(feature_run, f
     for item in order[:5]:
         e = feature_client.post("/explain", json={"history": hist, "item_id": item, "user_features": feats}).json()
         assert e["explanation"]["empty_history_rank"] == order.index(item) + 1
+
+
+def test_under_history_from_the_rank_counts_among_the_items_the_list_shows(mean_run, tmp_path, capsys) -> None:
+    """A known user's list under --history-from leaves out their training history and their input history alike;
+    explain counted its `rank` (and `already_seen`) against the input history alone, so an item the list showed
+    first was explained second, and an item of the training history, never listed, was "not seen" at some rank.
+    A user without rows in the files is read from the empty history: their `empty_history_rank` is their `rank`."""
+    import pandas as pd
+
+    import twotower as tt
+    from twotower.serving import RecommenderService, create_app
+
+    run = mean_run
+    trained = [run.item_vocab.ids[int(r)] for r in run.history.of(run.user_vocab.index("u1"))]
+    fresh = next(i for i in run.item_vocab.ids if i not in trained)
+    inputs = tmp_path / "inputs.csv"  # u1's input history leaves out their training rows; u2 has none
+    pd.DataFrame({"user_id": ["u1"], "item_id": [fresh], "timestamp": [1], "rating": [4]}).to_csv(inputs, index=False)
+    service = RecommenderService.load(run.dir, history_from=str(inputs))
+    with TestClient(create_app(service=service)) as client:
+        for user in ("u1", "u2"):
+            listed = tt.recommend(run, [user], history_from=str(inputs), k=10, exact=True)[0]
+            for place, entry in enumerate(listed, start=1):
+                py = tt.explain_by_id(run, user_id=user, item_id=entry["item_id"], history_from=str(inputs))
+                http = client.post("/explain", json={"user_id": user, "item_id": entry["item_id"]}).json()
+                assert (py["rank"], py["already_seen"]) == (place, False), (user, entry)
+                assert http["explanation"]["rank"] == place
+                if user == "u2":  # the empty input history is what the tower reads: no history, the same place
+                    assert py["empty_history_rank"] == place
+        seen = client.post("/explain", json={"user_id": "u1", "item_id": trained[0]}).json()["explanation"]
+    assert (seen["already_seen"], seen["rank"]) == (True, None)
+    capsys.readouterr()
+    assert main(["explain", "--run", str(run.dir), "--json", "--user", "u1", "--history-from", str(inputs),
+                 "--item", trained[0]]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert (cli["already_seen"], cli["rank"]) == (True, None)

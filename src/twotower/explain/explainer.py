@@ -29,7 +29,8 @@ no contribution and are never a reason; they still count as seen (``already_seen
 user.
 
 ``rank`` is the item's place (1 = first) among the catalogue's items outside the user's history -- the list
-``/recommend`` gives without filters -- by these scores, and ``empty_history_rank`` its place in the same list
+``/recommend`` gives without filters; a known user's with an input history (``--history-from``) leaves out their
+training history too -- by these scores, and ``empty_history_rank`` its place in the same list
 scored from the empty-history representation (None where the tower reads no history, or for an item in the
 history). :func:`explain_recommendations` with ``exclude_seen=False`` counts over every item, the history's
 included, as ``/recommend`` with ``exclude_seen`` false lists them (an item in the history has a place there too). A recommendation is a rank, not a score: a history can lower an item's score and still lift it up the
@@ -235,6 +236,17 @@ def _list_ranks(run: Any, user_row: int | None, window: np.ndarray, features: Fe
     return out
 
 
+def _seen_rows(run: Any, user_row: int | None, history_rows: list[int] | None) -> np.ndarray:
+    """The items the user's list leaves out as seen: the history given (those the tower leaves out too) and, for a
+    known user, their training history, as ``recommend --history-from`` and ``serve --history-from`` leave out both:
+    counted against the input history alone, an item below a training item was explained one place lower than
+    listed, and a training item (never listed) as unseen."""
+    trained = np.zeros(0, np.int64) if user_row is None else np.asarray(run.history.of(user_row), np.int64)
+    if history_rows is None:
+        return trained
+    return np.union1d(trained, np.asarray(history_rows, np.int64)).astype(np.int64, copy=False)
+
+
 def _history_entries(run: Any, window: np.ndarray, att: Attribution, records: dict[int, dict[str, Any]],
                      untrained: np.ndarray) -> list[dict[str, Any]]:
     """Every pooled history item, largest contribution first (ties: the more recent first), with metadata; an item
@@ -340,8 +352,8 @@ def explain_recommendations(
     feats, given = new_user_features(run, user_row, user_features, encoded_features)
     if history_rows is not None:
         history_rows = [_check_row(r, run.n_items, "item") for r in history_rows]
-    # the items given count as seen, those the tower leaves out too
-    seen = np.asarray(history_rows if history_rows is not None else run.history.of(user_row), np.int64)
+    described = history_rows if history_rows is not None else run.history.of(user_row)  # before any is left out
+    seen = _seen_rows(run, user_row, history_rows)
     left_out: list[int] = []
     if user_row is None and history_rows is not None:  # a new user's history, read as their list reads it
         left_out = untrained_history_rows(run, history_rows)
@@ -365,7 +377,7 @@ def explain_recommendations(
     records = {int(r): _record(run, int(r), names) for r in set(window.tolist()) if r != pad}
     left_records = [_record(run, r, names) for r in left_out]
     # the pooled items are the same for every item of this user (the window's valid columns)
-    pooled = [int(window[p]) for p in atts[0].positions] if reads and atts else [int(r) for r in seen]
+    pooled = [int(window[p]) for p in atts[0].positions] if reads and atts else [int(r) for r in described]
     # each item once: a history repeating an item ("i17,i17,i17,i39") said "Action (4 items) ... with the 4 items of
     # your history window" of 2 items, where the warm sentence names and counts each item once
     pooled_records = [run.item_record(r) for r in dict.fromkeys(pooled)]
@@ -407,7 +419,8 @@ def explain_recommendations(
             "history_total": att.score - att.empty_score,
             "empty_history_score": att.empty_score,
             "rank": rank,
-            "empty_history_rank": empty_rank if reads and len(att.positions) else None,
+            # an empty window is the empty history: the same place (null said the tower reads no history)
+            "empty_history_rank": empty_rank if reads else None,
             "reads_history": reads,
             "profile": profile,
             "user_features": given if profile == "features" else [],
