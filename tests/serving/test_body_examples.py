@@ -105,3 +105,38 @@ def test_search_examples_show_rerank_when_the_server_has_a_cross_encoder(tmp_pat
         for example in named.values():
             r = client.post("/search", json=example["value"])
             assert r.status_code == 200 and r.json()["reranked"] == example["value"].get("rerank", False), r.text
+
+
+def _explain_example_answer(client) -> dict:
+    example = _examples(client.get("/openapi.json").json(), "/explain")["known_user"]["value"]
+    r = client.post("/explain", json=example)
+    assert r.status_code == 200, (example, r.text)
+    return r.json()["explanation"]
+
+
+def test_the_explain_example_explains_an_item_the_user_has_not_seen(client) -> None:
+    """README: the examples use "an item they have not seen". The item was the first outside the user's last three
+    history items, so the example user (who had watched it) was answered "You already watched ..."."""
+    e = _explain_example_answer(client)
+    assert e["already_seen"] is False and e["rank"] is not None, e["text"]
+
+
+def test_examples_follow_the_history_the_service_reads(run_dir, tmp_path) -> None:
+    """Under `serve --history-from`, /examples ranked users by their training history (a user listed with 12 items
+    whom GET /users/{id} said had 1) and the /explain example could name an item of their input history."""
+    import pandas as pd
+
+    from twotower.serving import RecommenderService, create_app
+
+    inputs = tmp_path / "inputs.csv"  # u5 reads the longest history here, then u7; the others none
+    rows = [("u5", f"i{j}", j) for j in range(20, 40)] + [("u7", "i1", 1), ("u7", "i2", 2)]
+    pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"]).to_csv(inputs, index=False)
+    service = RecommenderService.load(run_dir, history_from=str(inputs))
+    with TestClient(create_app(service=service)) as client:
+        ex = client.get("/examples").json()
+        assert [u["user_id"] for u in ex["users"]] == ["u5", "u7"]
+        for u in ex["users"]:
+            assert client.get(f"/users/{u['user_id']}").json()["n_history"] == u["n_history"]
+        assert ex["history"] == ["i37", "i38", "i39"]
+        e = _explain_example_answer(client)
+    assert e["user_id"] == "u5" and e["already_seen"] is False and e["rank"] is not None, e["text"]

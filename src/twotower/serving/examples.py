@@ -1,6 +1,6 @@
 """Real ids to try first, and the request bodies built from them.
 
-``GET /examples`` lists the users with the longest training history and one of
+``GET /examples`` lists the users with the longest history (the one the service reads) and one of
 their recent histories, so a newcomer does not have to guess which ids the run
 knows. :func:`body_examples` turns such ids into each JSON route's example
 bodies: the ones ``/docs`` fills in for "Try it out" (:func:`install_body_examples`,
@@ -25,15 +25,17 @@ __all__ = ["example_ids", "ExampleIds", "STATIC_IDS", "body_examples", "served_i
 _QUERY_WORDS = 8
 
 
-def example_ids(run: Any, n_users: int = 5, n_history: int = 3) -> dict[str, Any]:
+def example_ids(run: Any, n_users: int = 5, n_history: int = 3, *, histories: Any = None) -> dict[str, Any]:
     """``{"users": [{"user_id", "n_history"}], "history": [item ids, oldest first]}``.
 
-    ``users``: the ``n_users`` users with the most training interactions (ties:
-    the earlier row). ``history``: the last ``n_history`` items of the first
-    of them, a realistic ad-hoc history for someone the model has never seen.
-    Users without history are never listed; a run with none gives empty lists.
+    ``users``: the ``n_users`` users with the longest history (ties: the earlier row). ``history``: the last
+    ``n_history`` items of the first of them, a realistic ad-hoc history for someone the model has never seen.
+    Users without history are never listed; a run with none gives empty lists. ``histories``: the
+    :class:`~twotower.models.history.UserSequences` the service reads (``serve --history-from``'s; default the
+    training history), so a user is listed with the ``n_history`` GET /users/{id} gives them.
     """
-    lengths = run.history.lengths()  # [U]
+    histories = run.history if histories is None else histories
+    lengths = histories.lengths()  # [U]
     have = int(np.count_nonzero(lengths))
     rows = np.argsort(-lengths, kind="stable")[: min(n_users, have)]  # longest first, ties by row
     user_ids = run.user_vocab.ids
@@ -41,7 +43,7 @@ def example_ids(run: Any, n_users: int = 5, n_history: int = 3) -> dict[str, Any
     history: list[str] = []
     if rows.size:
         item_ids = run.item_vocab.ids
-        history = [str(item_ids[int(i)]) for i in run.history.of(int(rows[0]))[-n_history:]]
+        history = [str(item_ids[int(i)]) for i in histories.of(int(rows[0]))[-n_history:]]
     return {"users": users, "history": history}
 
 
@@ -95,22 +97,29 @@ def body_examples(ids: ExampleIds, settings: ServiceSettings | None = None, *,
 
 def served_ids(service: Any, search: Any) -> ExampleIds:
     """Ids of the loaded run and search corpus (None: not loaded, or not served), :data:`STATIC_IDS` where
-    there are none: the user with the longest history, their last items, an item outside them."""
+    there are none: the user with the longest history, their last items, an item the user has not seen."""
     ids = STATIC_IDS
     if service is not None:
-        found = example_ids(service.run)
+        found = example_ids(service.run, histories=service.read_histories)
         if found["users"]:
-            seen = set(found["history"])
-            items = [str(i) for i in service.run.item_vocab.ids[: len(seen) + 1]]
-            # an item the user has not seen: /explain then explains a recommendation, not a past choice
-            item = next((i for i in items if i not in seen), found["history"][-1])
-            ids = replace(ids, user_id=found["users"][0]["user_id"], history=tuple(found["history"]), item_id=item)
+            user_id = found["users"][0]["user_id"]
+            ids = replace(ids, user_id=user_id, history=tuple(found["history"]),
+                          item_id=_unseen_item(service, service.run.user_vocab.index(user_id), found["history"][-1]))
     if search is not None:
         corpus = search.index.corpus
         text = next((t for t in (*corpus.titles[:1], *corpus.texts[:1]) if t.strip()), "")
         if text:
             ids = replace(ids, query=" ".join(text.split()[:_QUERY_WORDS]))
     return ids
+
+
+def _unseen_item(service: Any, user_row: int, fallback: str) -> str:
+    """The first item (in catalogue order) the user's list does not leave out as seen: /explain then explains a
+    recommendation, not a past choice (the last few history items alone were checked, and the example user was
+    told "You already watched ..."); ``fallback`` where they have seen every item."""
+    seen = service.seen_of(user_row)
+    rows = np.setdiff1d(np.arange(min(len(seen) + 1, service.run.n_items)), seen)
+    return str(service.run.item_vocab.ids[int(rows[0])]) if rows.size else fallback
 
 
 def install_body_examples(app: FastAPI) -> None:

@@ -322,7 +322,7 @@ def build_router(s: Schemas) -> APIRouter:
         service = get_service(request)
         cached = getattr(request.app.state, "examples", None)
         if cached is None or cached[0] is not service:  # computed once per loaded run, O(users)
-            cached = (service, example_ids(service.run))
+            cached = (service, example_ids(service.run, histories=service.read_histories))
             request.app.state.examples = cached
         return json_response(cached[1])
 

@@ -33,6 +33,7 @@ from twotower.serving.threads import service_threads
 from twotower.results import answer_score
 
 if TYPE_CHECKING:
+    from twotower.models.history import UserSequences
     from twotower.pipeline.artifacts import TrainedRun
 
 __all__ = ["RecommenderService", "RecRequest", "catalog_items", "filter_allow", "recommend_answer", "run_filter_mask", "similar_answer"]
@@ -409,9 +410,22 @@ class RecommenderService:
         """A known user (``row``) with no rows in the ``serve --history-from`` files (or only rows of unknown items): read from an empty history."""
         return row is not None and self.histories is not None and self.histories.sequences.lengths()[row] == 0
 
+    @property
+    def read_histories(self) -> UserSequences:
+        """The known users' histories the user tower reads: the ``--history-from`` files', else the training one."""
+        return self.histories.sequences if self.histories is not None else self.run.history
+
+    def seen_of(self, row: int) -> np.ndarray:
+        """``[S]`` item rows a known user's list leaves out as seen: the training history and the input history,
+        as `recommend --history-from` excludes them."""
+        seen = np.asarray(self.run.history.of(row), dtype=np.int64)
+        if self.histories is None:
+            return seen
+        return np.union1d(seen, self.histories.sequences.of(row)).astype(np.int64, copy=False)
+
     def _known_history(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """``(items[L], timestamps[L])``, oldest first: what the user tower reads for a known user."""
-        seqs = self.histories.sequences if self.histories is not None else self.run.history
+        seqs = self.read_histories
         start, end = int(seqs.indptr[row]), int(seqs.indptr[row + 1])
         return seqs.items[start:end], seqs.timestamps[start:end]
 
@@ -643,11 +657,7 @@ class RecommenderService:
         if not req.exclude_seen:
             return _EMPTY
         if user is not None:
-            seen = np.asarray(self.run.history.of(user), dtype=np.int64)
-            if self.histories is None:
-                return seen
-            # the training history and the input history, as `recommend --history-from` excludes them
-            return np.union1d(seen, self.histories.sequences.of(user)).astype(np.int64, copy=False)
+            return self.seen_of(user)
         return hist if hist is not None else _EMPTY
 
     # ------------------------------------------------------------------ search
