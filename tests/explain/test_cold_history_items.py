@@ -167,21 +167,57 @@ def test_explanations_list_cold_history_items_as_left_out_never_as_reasons(cold_
     assert [r for r in caplog.records if r.getMessage().startswith(NOTE)]
 
 
-def test_a_known_users_input_history_keeps_cold_items_marked(cold_run, tmp_path, capsys) -> None:
-    """`--history-from` reads a known user's input history as `recommend --history-from` reads it (unchanged): a
-    cold item there stays in the table, marked, and is never named as a reason."""
-    from twotower.cli.main import main
+def _inputs(tmp_path, name: str, items: list[str]):
+    path = tmp_path / name  # u1's input history, and u2's (which holds no cold item)
+    rows = [("u1", i, t) for t, i in enumerate(items, start=1)] + [("u2", "i3", 1)]
+    pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"]).assign(rating=4).to_csv(path, index=False)
+    return path
 
-    inputs = tmp_path / "inputs.csv"
-    pd.DataFrame({"user_id": ["u1"] * 3, "item_id": ["i30", "i31", "i1"], "timestamp": [1, 2, 3],
-                  "rating": [4] * 3}).to_csv(inputs, index=False)
+
+def test_a_known_users_input_history_leaves_cold_items_out_as_a_new_users(cold_run, tmp_path, capsys,
+                                                                          caplog) -> None:
+    """One rule for a history whoever sends it (the decision on the walker's report): `--history-from` read a known
+    user's cold items through rows training never updated (a different list than the same history sent as a new
+    user's, no warning), and `evaluate --history-from` measured that. Now recommend (Python, CLI, serve), explain
+    and evaluate read the input history without them, the list and the score are those of the other items, the
+    items still count as seen, and each surface warns. This pinned the old reading (cold items kept, marked)."""
+    from twotower.cli.main import main
+    from twotower.pipeline.histories import HistoryScorer, read_input_histories
+    from twotower.serving import RecommenderService, create_app
+
+    run = cold_run
+    given, warm = _inputs(tmp_path, "given.csv", ["i30", "i1", "i31", "i2"]), _inputs(tmp_path, "warm.csv", ["i1", "i2"])
+    whole = tt.recommend(run, ["u1"], history_from=str(warm), k=N_ITEMS, exact=True)[0]
+    want = _listed([h for h in whole if h["item_id"] not in COLD][:K])
+    with caplog.at_level(logging.WARNING, logger="twotower"):
+        assert _listed(tt.recommend(run, ["u1"], history_from=str(given), k=K, exact=True)[0]) == want
+    assert any("2 rows of 1 user are of 2 items with no training interactions" in r.getMessage()
+               for r in caplog.records)
+    # evaluate --history-from reads the users' vectors through the same scorer
+    users = [run.user_vocab.index("u1"), run.user_vocab.index("u2")]
+    scorer = HistoryScorer(run, read_input_histories(run, str(given)))
+    assert (scorer.user_vectors(users) == HistoryScorer(run, read_input_histories(run, str(warm))).user_vectors(users)).all()
+    with TestClient(create_app(service=RecommenderService.load(run.dir, exact=True, history_from=str(given)))) as client:
+        answer = client.post("/recommend", json={"user_id": "u1", "k": K}).json()
+        explained = client.post("/explain", json={"user_id": "u1", "item_id": "i5"}).json()
+    assert _listed(answer["items"]) == want
+    said = "user_id: 'u1', history in the serve --history-from files: 2 of its items had no training interactions"
+    assert any(w.startswith(said) for w in answer["warnings"]) and any(w.startswith(said) for w in explained["warnings"])
+    assert [h["item_id"] for h in explained["explanation"]["history_left_out"]] == list(COLD)
+    py = explain_by_id(run, user_id="u1", item_id="i5", history_from=str(given))
+    assert py["score"] == explain_by_id(run, user_id="u1", item_id="i5", history_from=str(warm))["score"]
+    assert py["score"] == explained["explanation"]["score"]
     capsys.readouterr()
-    assert main(["explain", "--run", str(cold_run.dir), "--user", "u1", "--history-from", str(inputs), "--item",
+    assert main(["recommend", "--run", str(run.dir), "--user", "u1", "--history-from", str(given), "--k", str(K),
+                 "--json", "--exact"]) == 0
+    out = capsys.readouterr()
+    assert _listed(json.loads(out.out)["items"]) == want
+    assert "warning: user u1's history in the --history-from files: 2 of its items had no training" in out.err
+    assert main(["explain", "--run", str(run.dir), "--user", "u1", "--history-from", str(given), "--item",
                  "i5", "--top", "3"]) == 0
     out = capsys.readouterr().out
-    rows = {line.split()[1]: line.split()[0] for line in out.splitlines() if line.split()[1:2] in (["i30"], ["i31"], ["i1"])}
-    assert rows["i30"].endswith("*") and rows["i31"].endswith("*") and not rows["i1"].endswith("*")
-    assert "* no training interactions (a cold item): the user tower has not learned it" in out
+    assert ("left out of the history (no training interactions: the user tower has not learned them): "
+            "i30 Film 30 (2010), i31 Film 31 (2011)") in out
 
 
 def test_a_sequence_tower_leaves_them_out_too(tmp_path_factory) -> None:

@@ -173,9 +173,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
                                        method=args.method, user_features=features)
     for note in warnings:
         logging.getLogger("twotower").warning("%s", note)
-    # the notes of POST /explain's warnings (features, an unplaced item, cold --history items), on stderr in the
+    # the notes of POST /explain's warnings (features, an unplaced item, cold --history or --history-from items), on stderr in the
     # flags' words (--json: also in the answer, in POST /explain's)
-    notes = explain_notes(run, item_row, features, None if history is None else rows)
+    notes = (explain_notes(run, item_row, features, inputs, f"user {args.user}'s history in the --history-from files")
+             if args.history_from else explain_notes(run, item_row, features, None if history is None else rows))
     for note in notes:
         if user_features_words(note) is None:
             say_flag_note(note, "history", "--history")

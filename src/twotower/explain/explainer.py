@@ -5,7 +5,7 @@ The result is a JSON-safe dict (what ``POST /explain`` and ``twotower explain
 
     {"user_id", "item_id", "item": {"display_name", ...metadata}, "score",  # metadata: a title where the run has one
      "history": [{"item_id", "display_name", "contribution", "age", ...metadata}],  # largest first
-     "history_left_out": [{"item_id", "display_name", ...metadata}],  # a new user's items the tower does not read
+     "history_left_out": [{"item_id", "display_name", ...metadata}],  # given items the tower does not read
      "shared_metadata": {"genres": [{"value", "count"}], "year_range": {...}, "history_items"},
      "heads": {"alpha", "semantic", "collaborative"},     # dual-head item tower only
      "already_seen", "cold", "basis", "text",  # cold: the item had no training interactions
@@ -23,10 +23,11 @@ when at least one feature is given; every attribution variant re-runs the tower
 with those same features, so leave-one-out stays exact. ``profile`` is the same chain without
 the history: what is left when no history item raises the score.
 
-``history_left_out`` lists the items of a new user's given history that had no training interactions: the user
-tower leaves them out (:func:`~twotower.pipeline.similar.history_as_read`), as that user's list does, so they have
-no contribution and are never a reason; they still count as seen (``already_seen``, ``rank``). Empty for a known
-user.
+``history_left_out`` lists the items of a given history (a new user's, or a known user's input history:
+``--history-from``) that had no training interactions: the user tower leaves them out
+(:func:`~twotower.pipeline.similar.history_as_read`), as that user's list does, so they have no contribution and are
+never a reason; they still count as seen (``already_seen``, ``rank``). Empty for a known user's training history,
+whose items are all trained.
 
 ``rank`` is the item's place (1 = first) among the catalogue's items outside the user's history -- the list
 ``/recommend`` gives without filters; a known user's with an input history (``--history-from``) leaves out their
@@ -355,7 +356,7 @@ def explain_recommendations(
     described = history_rows if history_rows is not None else run.history.of(user_row)  # before any is left out
     seen = _seen_rows(run, user_row, history_rows)
     left_out: list[int] = []
-    if user_row is None and history_rows is not None:  # a new user's history, read as their list reads it
+    if history_rows is not None:  # a given history (a new user's, a known user's input one), as their list reads it
         left_out = untrained_history_rows(run, history_rows)
         history_rows = [int(r) for r in history_as_read(run, history_rows)]
     window = user_window(run, user_row, history_rows)  # [L]
@@ -516,23 +517,25 @@ def explain_by_id(
         user_features=user_features, encoded_features=encoded,
     )
     # what POST /explain answers in warnings and `twotower explain` prints: from here they went nowhere. The cold
-    # history items of a given history only, as POST /explain warns of them (not of an input history's)
-    for note in explain_notes(run, item_row, user_features, history_rows if history_ids is not None else None):
+    # history items of a given history (a new user's, or the input history), as POST /explain warns of them
+    subject = "history" if history_from is None else f"user {user_id}'s history in history_from"
+    for note in explain_notes(run, item_row, user_features, history_rows, subject):
         log.warning("%s", note)
     return explanation
 
 
 def explain_notes(run: TrainedRun, item_row: int, user_features: Mapping[str, Any] | None = None,
-                  history_rows: Sequence[int] | None = None) -> list[str]:
+                  history_rows: Sequence[int] | None = None, history_subject: str = "history") -> list[str]:
     """The warnings of an explanation, as POST /explain answers them: a new user's feature values training never saw
     (read all the same, as tt.recommend logs them), an item the model cannot place (no training interactions
-    and an item tower that reads only the ID: its score comes from no interaction), and a new user's given
-    ``history_rows`` holding items without training interactions (left out of the history the tower reads)."""
+    and an item tower that reads only the ID: its score comes from no interaction), and a given history
+    ``history_rows`` (a new user's, or a known user's input history, named by ``history_subject``) holding items
+    without training interactions (left out of the history the tower reads)."""
     from twotower.pipeline.similar import unplaced_item_mask, unplaced_item_note, untrained_history_note
 
     notes = run.new_user_feature_notes(user_features)
     if unplaced_item_mask(run)[int(item_row)]:
         notes.append(unplaced_item_note(run.item_vocab.id_at(int(item_row))))
-    if history_rows is not None and (cold := untrained_history_note(run, history_rows)):
+    if history_rows is not None and (cold := untrained_history_note(run, history_rows, history_subject)):
         notes.append(cold)
     return notes

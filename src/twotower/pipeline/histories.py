@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +42,8 @@ from twotower.errors import ConfigError, DataError
 from twotower.models.history import UserSequences
 from twotower.utils.wording import plural
 
-__all__ = ["HistoryBaselineScorer", "HistoryScorer", "InputHistories", "exclude_histories", "read_input_histories"]
+__all__ = ["HistoryBaselineScorer", "HistoryScorer", "InputHistories", "exclude_histories", "read_input_histories",
+           "sequences_as_read"]
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +190,57 @@ def read_input_histories(run: Any, files: Source | Iterable[Source]) -> InputHis
         )
     log.info("history from %s: %s for %s", ", ".join(files), plural(report["rows"], "row"),
              plural(report["users_with_history"], "user"))
+    if (note := untrained_rows_note(run, seqs, files)) is not None:
+        log.warning("%s", note)
     return InputHistories(seqs, len(run.item_vocab), files, report)
+
+
+def untrained_rows_note(run: Any, sequences: UserSequences, files: Iterable[str]) -> str | None:
+    """The warning for input histories holding items without training interactions (None without any): the user
+    tower leaves them out of what it reads (:func:`sequences_as_read`), as it does of a new user's history, so the
+    rows, users and items are counted (what `evaluate --history-from` measures rests on the other items)."""
+    from twotower.pipeline.similar import untrained_items
+
+    tower = getattr(getattr(run, "model", None), "user_tower", None)  # a stand-in run (vocabularies only) has none
+    if tower is None or not tower.uses_history:
+        return None
+    cold = untrained_items(run)[sequences.items]
+    if not cold.any():
+        return None
+    users = np.repeat(np.arange(sequences.n_users), sequences.lengths())[cold]
+    items = pd.unique(sequences.items[cold])
+    return (f"history from {', '.join(files)}: {plural(int(cold.sum()), 'row')} of {plural(np.unique(users).size, 'user')}"
+            f" are of {plural(items.size, 'item')} with no training interactions (e.g. item "
+            f"{str(run.item_vocab.id_at(int(items[0])))!r}): the user tower has not learned them, so it leaves them out "
+            "of the histories it reads, as it does of a new user's history; they still count as seen")
+
+
+#: input histories as the user tower reads them, per histories and run (the run's training history, whose items are
+#: the trained ones): worked out once, where a service embeds a chunk of users a request
+_as_read: "weakref.WeakKeyDictionary[UserSequences, tuple[Any, UserSequences]]" = weakref.WeakKeyDictionary()
+
+
+def sequences_as_read(run: Any, sequences: UserSequences) -> UserSequences:
+    """Known users' input histories as the user tower reads them: without the items that had no training
+    interactions, by the rule of a new user's history (:func:`~twotower.pipeline.similar.history_as_read`). Read,
+    the same history ranked otherwise from a known user's id than from a new user's list (ML-1M, a GRU: a different
+    first item), through rows training never updated. A training history holds trained items only."""
+    from twotower.pipeline.similar import untrained_items
+
+    if not run.model.user_tower.uses_history:
+        return sequences
+    got = _as_read.get(sequences)
+    if got is not None and got[0] is run.history:
+        return got[1]
+    keep = ~untrained_items(run)[sequences.items]
+    read = sequences
+    if not keep.all():
+        owner = np.repeat(np.arange(sequences.n_users), sequences.lengths())  # the user of each row
+        indptr = np.zeros_like(sequences.indptr)
+        np.cumsum(np.bincount(owner[keep], minlength=sequences.n_users), out=indptr[1:])
+        read = UserSequences(indptr, sequences.items[keep], sequences.timestamps[keep])
+    _as_read[sequences] = (run.history, read)
+    return read
 
 
 def unknown_examples(run: Any, users: np.ndarray, items: np.ndarray) -> str:
@@ -225,7 +277,8 @@ class HistoryScorer:
     def user_vectors(self, users: np.ndarray) -> np.ndarray:
         rows = np.asarray(users, np.int64)
         model = self.run.model
-        hist = self.histories.sequences.last_windows(rows, model.history_len, model.pad_item)  # [B, L]
+        read = sequences_as_read(self.run, self.histories.sequences)  # without the items training never saw
+        hist = read.last_windows(rows, model.history_len, model.pad_item)  # [B, L]
         return model.user_embeddings(rows, hist).numpy()
 
     def score(self, users: np.ndarray) -> np.ndarray:

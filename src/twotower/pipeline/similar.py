@@ -81,7 +81,7 @@ _untrained_cache: dict[int, tuple[Any, np.ndarray]] = {}
 
 
 def untrained_history_rows(run: Any, rows: Any) -> list[int]:
-    """The items of a new user's history ``rows`` that had no training interactions, each once, in the order given
+    """The items of a given history ``rows`` (a new user's, or a known user's input history) that had no training interactions, each once, in the order given
     ([] for a user tower that reads no history). Every user tower reads a history item through a table row only
     training updates: a pooled or sequence tower's own history table (random from the start: on MovieLens-100K such
     rows' mean norm was 0.40 against 0.56 for trained ones) or a sequence tower's tied item ID table (zero, a token
@@ -94,8 +94,9 @@ def untrained_history_rows(run: Any, rows: Any) -> list[int]:
 
 
 def history_as_read(run: Any, rows: Any) -> np.ndarray:
-    """A new user's history ``rows`` (oldest first) as the user tower reads it: without the items that had no
-    training interactions (:func:`untrained_history_rows`). Read, their untrained rows moved the list (MovieLens-100K:
+    """A given history ``rows`` (oldest first; a new user's, or a known user's input history, as
+    :func:`~twotower.pipeline.histories.sequences_as_read` reads those of every user) as the user tower reads it:
+    without the items that had no training interactions (:func:`untrained_history_rows`). Read, their untrained rows moved the list (MovieLens-100K:
     ``--history 181`` and ``--history 2001,2002,181`` shared none of their top 4, 2001 and 2002 being such items),
     took places in the ``history_len`` window and diluted the pooled history. Left out here, where every new user's
     history is encoded (:meth:`TrainedRun.history_vectors`, explanations), the list is the one of the other items;
@@ -111,15 +112,17 @@ def _named_untrained(run: Any, cold: list[int]) -> str:
     return ", ".join(repr(run.item_vocab.id_at(r)) for r in cold[:3]) + (", ..." if len(cold) > 3 else "")
 
 
-def untrained_history_note(run: Any, rows: Any) -> str | None:
+def untrained_history_note(run: Any, rows: Any, subject: str = "history") -> str | None:
     """The warning for a given history holding items without training interactions, else None: the user tower has
     not learned them, so they are left out of the history it reads (:func:`history_as_read`); the list and the score
     rest on the other items, as if they had not been given, and explanations list them as left out. It said they
-    "carry no learned signal into the list" while their untrained rows were pooled in and changed it."""
+    "carry no learned signal into the list" while their untrained rows were pooled in and changed it. ``subject``:
+    the history the warning starts with (a new user's ``history``; a known user's input history in the words of its
+    surface, e.g. ``user 94's history in the --history-from files``)."""
     cold = untrained_history_rows(run, rows)
     if not cold:
         return None
-    said = (f"history: {len(cold)} of its items had no training interactions ({_named_untrained(run, cold)}): the user "
+    said = (f"{subject}: {len(cold)} of its items had no training interactions ({_named_untrained(run, cold)}): the user "
             "tower has not learned them, so it leaves them out of the history it reads")
     if not history_as_read(run, rows).size:  # only a user the features describe gets here (check_new_history)
         return said + ("; none is left, so the list and the score rest on the user's features alone, as for a user with "

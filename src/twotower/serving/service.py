@@ -423,6 +423,14 @@ class RecommenderService:
             return seen
         return np.union1d(seen, self.histories.sequences.of(row)).astype(np.int64, copy=False)
 
+    def _input_history_note(self, row: int | None, user_id: str | None) -> str | None:
+        """The warning for a known user whose ``serve --history-from`` history holds items without training
+        interactions, which the tower leaves out as it does of a new user's ``history`` (None otherwise)."""
+        if row is None or self.histories is None:
+            return None
+        return untrained_history_note(self.run, self.histories.sequences.of(row),
+                                      f"user_id: {user_id!r}, history in the serve --history-from files")
+
     def _known_history(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """``(items[L], timestamps[L])``, oldest first: what the user tower reads for a known user."""
         seqs = self.read_histories
@@ -847,6 +855,8 @@ class RecommenderService:
                 notes += [long] if long else []
                 if r.history is not None and (cold := untrained_history_note(self.run, h)):  # a new user's, as given
                     notes.append(cold)
+            if (cold := self._input_history_note(u, r.user_id)) is not None:
+                notes.append(cold)
             notes += self.unplaced_in(rows)
             if self._no_input_history(u):
                 # as `recommend --history-from` says it: the list is the empty-history one, which a client would
@@ -938,6 +948,8 @@ class RecommenderService:
         if self.unplaced_items[item_row]:  # `cold: true` says no interactions; this says its score means nothing
             notes = [*notes, unplaced_item_note(item_id)]
         if history is not None and hist is not None and (cold := untrained_history_note(self.run, hist)):
+            notes = [*notes, cold]
+        if (cold := self._input_history_note(user_row, user_id)) is not None:
             notes = [*notes, cold]
         if notes:
             answer["warnings"] = notes
