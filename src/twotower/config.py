@@ -455,8 +455,13 @@ class ItemItemConfig:
     # eigenpairs that low-rank solve keeps: 256 validate at NDCG@10 0.0506 on MovieLens-1M where the dense
     # solve gives 0.0518 (128: 0.0482; 512: 0.0507); O(I * eigenpairs) memory
     eigenpairs: int = 256
-    #: auto: dense up to max_items, low-rank above; dense | low_rank force one (low_rank: on any catalogue)
+    #: auto: dense up to max_items, low-rank above; dense | low_rank force one (low_rank: up to low_rank_max_items)
     solver: str = "auto"
+    #: above this many items the term is not fitted (a log line says so and what it would need)
+    # as eval.ease_low_rank_max_items: the low-rank solve's tuning scores each validation user over the catalogue
+    # per λ, and its eigensolve needs ~48 I (eigenpairs + 16) bytes: 750,000 items, 256 eigenpairs: ~9.1 GiB,
+    # which a default `train` grew into after its epoch without a word of it
+    low_rank_max_items: int = 50_000
 
     def __post_init__(self) -> None:
         _check_types(self, "model.item_item.")
@@ -471,6 +476,8 @@ class ItemItemConfig:
         _check(self.max_items >= 1, "model.item_item.max_items", f"must be >= 1, got {said(self.max_items)}")
         _check(1 <= self.eigenpairs <= 8192, "model.item_item.eigenpairs", f"must be in 1..8192, got {said(self.eigenpairs)}")
         _choice(self.solver, "model.item_item.solver", ITEM_ITEM_SOLVERS)
+        _check(self.low_rank_max_items >= 1, "model.item_item.low_rank_max_items",
+               f"must be >= 1, got {said(self.low_rank_max_items)}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -339,6 +339,7 @@ def test_above_max_items_the_term_is_solved_on_leading_eigenpairs_and_says_so(tm
             "model.item_item.max_items=10", "model.item_item.eigenpairs=12", "model.item_item.rank=4",
             "model.item_item.weights=[0, 1]"))
     assert ("on its Gram matrix's 12 leading eigenpairs (32 items > model.item_item.max_items=10" in caplog.text)
+    assert " GiB) on valid " in caplog.text  # what the low-rank solve needs, said before it runs
     info = json.loads((out / "run.json").read_text())["item_item"]
     assert info["solver"] == "low_rank" and info["eigenpairs"] == 12 and info["rank"] == 4
     run = TrainedRun.load(out)
@@ -372,8 +373,16 @@ def test_the_solver_follows_the_catalogue_size_and_the_memory_available(monkeypa
     assert solver(3_416, ItemItemConfig(solver="low_rank"))[:2] == ("low_rank", "model.item_item.solver = low_rank")
     assert solver(50_000, ItemItemConfig(solver="dense")) == ("dense", None, None)  # forced: max_items aside
     assert "GiB available" in solver(60_000, ItemItemConfig(solver="dense"))[2]  # but not past the memory
+    # above model.item_item.low_rank_max_items the term is not fitted, as the EASE baseline above its own ceiling: a
+    # default `train` on 750,000 items grew by ~9 GiB after its epoch into a low-rank solve nothing had mentioned
+    how, _, why_not = solver(750_000, auto)
+    assert how == "low_rank" and why_not is not None
+    assert why_not.startswith("750,000 items > model.item_item.low_rank_max_items=50,000 (the low-rank EASE on 256 "
+                              "eigenpairs needs ~9.1 GiB"), why_not
+    assert why_not.endswith("; raise model.item_item.low_rank_max_items to fit it anyway")
+    assert solver(750_000, ItemItemConfig(low_rank_max_items=1_000_000))[2] is None
     monkeypatch.setattr(runtime, "available_memory", lambda: 2**30)  # 1 GiB: 3M items x 272 float64 columns won't fit
-    assert "more than the 1.0 GiB available" in solver(3_000_000, auto)[2]
+    assert "more than the 1.0 GiB available" in solver(3_000_000, ItemItemConfig(low_rank_max_items=10**7))[2]
 
 
 def test_under_torchrun_the_term_is_not_skipped(monkeypatch) -> None:

@@ -113,7 +113,10 @@ def solver(n_items: int, config: ItemItemConfig) -> tuple[str, str | None, str |
     return choose_ease_solver(n_items, config.solver,
                               dense_max_items=config.max_items if config.solver == "auto" else n_items,
                               eigenpairs=config.eigenpairs, available_bytes=available_memory(),
-                              solver_setting="model.item_item.solver", dense_setting="model.item_item.max_items")
+                              solver_setting="model.item_item.solver", dense_setting="model.item_item.max_items",
+                              low_rank_max_items=config.low_rank_max_items,
+                              low_rank_setting="model.item_item.low_rank_max_items",
+                              low_rank_fix="raise model.item_item.low_rank_max_items to fit it anyway")
 
 
 def factorise_product(a: np.ndarray, c: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -137,7 +140,7 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     ``max_users``: λ and the weight are chosen on a sample of at most this many of the early-stopping users,
     drawn with ``seed`` (``eval.ease_tune_max_users``, as the baselines' tunings; None: all of them)."""
     from twotower.evaluation.baselines import EASE, sample_tuning_users, tune_ease
-    from twotower.evaluation.low_rank_ease import tune_low_rank_ease
+    from twotower.evaluation.low_rank_ease import low_rank_ease_memory_bytes, tune_low_rank_ease
     from twotower.utils.progress import heartbeat
 
     # the solver is chosen once: the memory available, which it reads, may change between two asks
@@ -152,7 +155,8 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     model = trainer.model
     # each λ is a dense solve of the item-item Gram matrix, minutes at 20,000 items: the log says so, then beats
     every = trainer.cfg.log_every_s if trainer.cfg.progress else None
-    solve = "" if how == "dense" else f" on its Gram matrix's {config.eigenpairs} leading eigenpairs ({dense_why})"
+    solve = "" if how == "dense" else (f" on its Gram matrix's {config.eigenpairs} leading eigenpairs ({dense_why}; "
+                                       f"~{low_rank_ease_memory_bytes(prep.n_items, config.eigenpairs) / 2**30:.1f} GiB)")
     log.info("item-item term: tuning EASE's λ (%s)%s on valid %s over %d items, factorising to rank %d, then "
              "choosing the weight (%s) ...", ", ".join(f"{lam:g}" for lam in config.lambdas), solve, metric,
              prep.n_items, config.rank, ", ".join(f"{w:g}" for w in sorted(set(config.weights))))

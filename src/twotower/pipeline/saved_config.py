@@ -32,6 +32,7 @@ AS_BEFORE_THEY_CAME: dict[str, Any] = {
     "model.user.dropout_rng": "torch",  # PyTorch's own dropout masks, which pcg64's replaced
     "model.item.dropout_rng": "torch",
     "model.item_item": {"enabled": False},  # the term fitted after training came later
+    "model.item_item.low_rank_max_items": 2**31 - 1,  # the term had no catalogue ceiling before it
     "train.history_dropout": 0.0,  # came with its default, 0.2
     "train.ema_decay": None,  # the weight average came later (its default 0.99 later still)
     "train.budget_schedule": False,  # a time budget ended the fit with the schedule aimed at train.epochs
