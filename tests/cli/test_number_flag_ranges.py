@@ -96,6 +96,7 @@ REFUSED = [
     ("search train", "--batch-size", "at least 2 (in-batch negatives need company)", ("0", "-1")),
     ("search train", "--temperature", "more than 0 and at most 10000 (above it every scaled score is ~0 and training learns nothing)", ("0", "-1", HUGE, "nan", "inf")),
     ("search train", "--max-length", "at least 1", ("0", "-1")),
+    ("search train", "--query-max-length", "at least 1", ("0", "-1")),
     ("search train", "--negatives", "at least 0", ("-1",)),
     ("search train", "--mining-depth", "at least 1", ("0", "-1")),
     ("search train", "--mining-margin", "at least 0 and less than 1", ("-1", HUGE, "nan", "inf")),
