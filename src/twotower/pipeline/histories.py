@@ -216,8 +216,9 @@ def untrained_rows_note(run: Any, sequences: UserSequences, files: Iterable[str]
 
 
 #: input histories as the user tower reads them, per histories and run (the run's training history, whose items are
-#: the trained ones): worked out once, where a service embeds a chunk of users a request
-_as_read: "weakref.WeakKeyDictionary[UserSequences, tuple[Any, UserSequences]]" = weakref.WeakKeyDictionary()
+#: the trained ones): worked out once, where a service embeds a chunk of users a request. None: read as they are
+#: (most histories: no untrained item); the value never holds its key, which kept every such history alive
+_as_read: "weakref.WeakKeyDictionary[UserSequences, tuple[Any, UserSequences | None]]" = weakref.WeakKeyDictionary()
 
 
 def sequences_as_read(run: Any, sequences: UserSequences) -> UserSequences:
@@ -231,16 +232,16 @@ def sequences_as_read(run: Any, sequences: UserSequences) -> UserSequences:
         return sequences
     got = _as_read.get(sequences)
     if got is not None and got[0] is run.history:
-        return got[1]
+        return sequences if got[1] is None else got[1]
     keep = ~untrained_items(run)[sequences.items]
-    read = sequences
+    read = None
     if not keep.all():
         owner = np.repeat(np.arange(sequences.n_users), sequences.lengths())  # the user of each row
         indptr = np.zeros_like(sequences.indptr)
         np.cumsum(np.bincount(owner[keep], minlength=sequences.n_users), out=indptr[1:])
         read = UserSequences(indptr, sequences.items[keep], sequences.timestamps[keep])
     _as_read[sequences] = (run.history, read)
-    return read
+    return sequences if read is None else read
 
 
 def unknown_examples(run: Any, users: np.ndarray, items: np.ndarray) -> str:
