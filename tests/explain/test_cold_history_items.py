@@ -220,6 +220,20 @@ def test_a_known_users_input_history_leaves_cold_items_out_as_a_new_users(cold_r
             "i30 Film 30 (2010), i31 Film 31 (2011)") in out
 
 
+def test_the_served_examples_history_holds_trained_items_only(cold_run, tmp_path) -> None:
+    """`serve --history-from` took GET /examples' and the docs' ad-hoc history from the longest input history, whose
+    last items may have no training interactions: a body of only such items was refused (422)."""
+    from twotower.pipeline.histories import read_input_histories
+    from twotower.serving.examples import example_ids
+
+    seqs = read_input_histories(cold_run, str(_inputs(tmp_path, "in.csv", ["i1", "i2", "i3", "i30", "i31"]))).sequences
+    found = example_ids(cold_run, histories=seqs)
+    assert found["users"][0] == {"user_id": "u1", "n_history": 5}
+    assert found["history"] == ["i1", "i2", "i3"]
+    only_cold = read_input_histories(cold_run, str(_inputs(tmp_path, "c.csv", ["i30", "i31"]))).sequences
+    assert example_ids(cold_run, histories=only_cold)["history"] == ["i3"]  # u1's all untrained: the next user's
+
+
 def test_input_histories_are_freed_once_the_caller_drops_them(cold_run, tmp_path) -> None:
     """The cache of histories as the tower reads them held, for the usual histories (no cold item), the histories
     themselves as its value: a weak key its own value keeps alive, so a host calling tt.recommend(history_from=...)

@@ -29,7 +29,8 @@ def example_ids(run: Any, n_users: int = 5, n_history: int = 3, *, histories: An
     """``{"users": [{"user_id", "n_history"}], "history": [item ids, oldest first]}``.
 
     ``users``: the ``n_users`` users with the longest history (ties: the earlier row). ``history``: the last
-    ``n_history`` items of the first of them, a realistic ad-hoc history for someone the model has never seen.
+    ``n_history`` items with training interactions of the first of them (else of the next), a realistic ad-hoc
+    history for someone the model has never seen.
     Users without history are never listed; a run with none gives empty lists. ``histories``: the
     :class:`~twotower.models.history.UserSequences` the service reads (``serve --history-from``'s; default the
     training history), so a user is listed with the ``n_history`` GET /users/{id} gives them.
@@ -42,8 +43,17 @@ def example_ids(run: Any, n_users: int = 5, n_history: int = 3, *, histories: An
     users = [{"user_id": str(user_ids[r]), "n_history": int(lengths[r])} for r in rows]
     history: list[str] = []
     if rows.size:
+        from twotower.pipeline.similar import untrained_items
+
+        # items with training interactions only: an input file's others are left out of what the tower reads, and
+        # an example of only such items was refused (422, "every item had no training interactions")
+        trained = ~untrained_items(run)
         item_ids = run.item_vocab.ids
-        history = [str(item_ids[int(i)]) for i in histories.of(int(rows[0]))[-n_history:]]
+        for row in rows:
+            items = [int(i) for i in histories.of(int(row)) if trained[int(i)]]
+            if items:
+                history = [str(item_ids[i]) for i in items[-n_history:]]
+                break
     return {"users": users, "history": history}
 
 
@@ -101,7 +111,7 @@ def served_ids(service: Any, search: Any) -> ExampleIds:
     ids = STATIC_IDS
     if service is not None:
         found = example_ids(service.run, histories=service.read_histories)
-        if found["users"]:
+        if found["users"] and found["history"]:  # none: every listed user's items untrained (the static ids stand)
             user_id = found["users"][0]["user_id"]
             ids = replace(ids, user_id=user_id, history=tuple(found["history"]),
                           item_id=_unseen_item(service, service.run.user_vocab.index(user_id), found["history"][-1]))
