@@ -220,6 +220,20 @@ def test_a_known_users_input_history_leaves_cold_items_out_as_a_new_users(cold_r
             "i30 Film 30 (2010), i31 Film 31 (2011)") in out
 
 
+def test_a_known_users_input_history_of_cold_items_alone_is_said_to_read_as_empty(cold_run, tmp_path) -> None:
+    """It was told "the list and the score rest on the user's features alone", a new user's words, by a run without
+    user features: a known user whose input rows are all untrained is ranked from an empty input history."""
+    from twotower.serving import RecommenderService
+    from twotower.serving.service import RecRequest
+
+    service = RecommenderService.load(cold_run.dir, exact=True, history_from=str(_inputs(tmp_path, "c.csv",
+                                                                                        ["i30", "i31"])))
+    warnings = service.recommend_batch([RecRequest(user_id="u1", k=K)])[0]["warnings"]
+    said = [w for w in warnings if "no training interactions" in w]
+    assert len(said) == 1 and said[0].endswith("none is left, so the user is ranked from an empty input history (as "
+                                               "a user with no rows there), not from their training history"), said
+
+
 def test_the_served_examples_history_holds_trained_items_only(cold_run, tmp_path) -> None:
     """`serve --history-from` took GET /examples' and the docs' ad-hoc history from the longest input history, whose
     last items may have no training interactions: a body of only such items was refused (422)."""
