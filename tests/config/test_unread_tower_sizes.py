@@ -56,7 +56,7 @@ def test_the_wordings_name_the_setting_what_ignores_it_and_the_ways_out():
     said = unread_tower_sizes(load_config(None, ["model.user.history=transformer", "model.user.extra_pools=[0.5]"]).model)
     assert said == ["model.user.extra_pools=[0.5] has no effect: only the pooled histories (mean, recency) read it, and "
                     "model.user.history=transformer would ignore it; set model.user.history=mean or recency to use it, "
-                    "or drop model.user.extra_pools (from a config file's settings: model.user.extra_pools=[], its default)"]
+                    "or drop model.user.extra_pools (from a config file's settings: model.user.extra_pools=[1.0], its default)"]
 
 
 def test_a_gru_from_the_sasrec_example_is_told_how_to_quiet_its_transformer_sizes():

@@ -86,7 +86,7 @@ def _unread(name: str, key: str, value: Any, who: str, ignored_by: str, fix: str
     # a key a config file sets cannot be dropped on the command line: its default there says the same
     return (f"model.{name}.{key}={_shown(value)} has no effect: {who}, and {ignored_by} would ignore it; set {fix} "
             f"{use}, or drop model.{name}.{key} (from a config file's settings: model.{name}.{key}="
-            f"{_shown(getattr(TowerConfig, key))}, its default)")
+            f"{_shown(getattr(getattr(ModelConfig(), name), key))}, its default)")
 
 
 def _shown(value: Any) -> str:
