@@ -482,7 +482,10 @@ def test_train_max_length_help_says_what_it_cuts():
     from twotower.config import FinetuneConfig
 
     bi = _flag_help(["search", "train"], "--max-length")
-    assert "of each document" in bi and f"queries: {FinetuneConfig.query_max_length}" in bi
+    # the queries' length has a flag of its own since (--query-max-length), its default the config's
+    assert "of each document" in bi and f"else {FinetuneConfig.max_length}" in bi
+    assert f"of each query (default: the length --base was fine-tuned with, else {FinetuneConfig.query_max_length})" \
+        in _flag_help(["search", "train"], "--query-max-length")
     assert "pair" in _flag_help(["rerank", "train"], "--max-length")
 
 

@@ -28,7 +28,8 @@ def fake_training(monkeypatch):
     calls: list[dict] = []
     tail = {"steps": 10, "loss": 1.345, "chance_loss": math.log(4), "group_sizes": [4, 4]}
 
-    def train(queries, positives, negatives, texts, out, *, base, config, source, setting_names):  # noqa: ANN001, ANN202
+    def train(queries, positives, negatives, texts, out, *, base, config, source, setting_names,  # noqa: ANN001, ANN202
+              force=False):
         calls.append({"config": config, "source": source, "pairs": len(queries), "setting_names": setting_names})
         Path(out).mkdir()
         marker = {"kind": "cross_encoder", "first_loss": 1.389, "final_loss": tail["loss"], "tail": dict(tail)}

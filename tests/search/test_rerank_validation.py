@@ -55,7 +55,7 @@ def fake_training(monkeypatch):
     calls: list[dict] = []
 
     def train(queries, positives, negatives, texts, out, *, base, config, source, validation=None,  # noqa: ANN001, ANN202
-              setting_names=None):
+              setting_names=None, force=False):
         calls.append({"queries": list(queries), "config": config, "validation": validation})
         Path(out).mkdir()
         tail = {"steps": 10, "loss": 0.5, "chance_loss": 1.386, "group_sizes": [4, 4]}

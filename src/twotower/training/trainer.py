@@ -177,8 +177,7 @@ class Trainer:
         h = p.history.to(dev) if p.history is not None else None  # [B, L]
         value, stats, q, pos = self.step_fn(p.users.to(dev), h, p.targets.to(dev), p.n_global, scale,
                                             pools=p.pools, loss_batch=p.loss_batch, masks=p.masks)
-        loss, acc = self._sync(value * frac, stats.get("correct", 0.0) / p.n_global)
-        return loss, acc, q, pos, len(p.users)
+        return (*self._sync(value * frac, stats.get("correct", 0.0) / p.n_global), q, pos, len(p.users))
 
     def _inputs(self, idx: np.ndarray) -> "StepInputs":
         """The numpy side of :meth:`_step` for the global batch ``idx`` (causal, denoising, both): this rank's
@@ -198,8 +197,7 @@ class Trainer:
         others': the global batch's values (the distributed hook; the values as given in one process)."""
         if self.world == 1:
             return loss, acc
-        loss, acc = sync_grads(self.model, self._sparse_ids, self.world, (loss, acc))
-        return loss, acc
+        return tuple(sync_grads(self.model, self._sparse_ids, self.world, (loss, acc)))  # type: ignore[return-value]
 
     def _run_epoch(self, epoch: int) -> dict[str, Any]:
         with flush_denormals():
