@@ -91,7 +91,4 @@ def test_after_a_training_a_middle_sized_array_comes_from_the_heap(monkeypatch) 
     mapped = libc.mallinfo2().hblks  # blocks mmapped on their own, outside the heap
     block = np.ones(2**20 // 8)  # 1 MiB
     assert libc.mallinfo2().hblks == mapped, "a 1 MiB array was mapped on its own after the release"
-    del block
-    big = np.ones(64 * 2**20 // 8)  # above 32 MiB: mapped, so freed straight back to the kernel
-    assert libc.mallinfo2().hblks == mapped + 1
-    del big
+    del block  # (an array over 32 MiB is mapped unless a free block of the heap holds it: not asserted here)
