@@ -518,24 +518,24 @@ def explain_by_id(
     )
     # what POST /explain answers in warnings and `twotower explain` prints: from here they went nowhere. The cold
     # history items of a given history (a new user's, or the input history), as POST /explain warns of them
-    subject = "history" if history_from is None else f"user {user_id}'s history in history_from"
+    subject = None if history_from is None else f"user {user_id}'s history in history_from"
     for note in explain_notes(run, item_row, user_features, history_rows, subject):
         log.warning("%s", note)
     return explanation
 
 
 def explain_notes(run: TrainedRun, item_row: int, user_features: Mapping[str, Any] | None = None,
-                  history_rows: Sequence[int] | None = None, history_subject: str = "history") -> list[str]:
+                  history_rows: Sequence[int] | None = None, known_user: str | None = None) -> list[str]:
     """The warnings of an explanation, as POST /explain answers them: a new user's feature values training never saw
     (read all the same, as tt.recommend logs them), an item the model cannot place (no training interactions
     and an item tower that reads only the ID: its score comes from no interaction), and a given history
-    ``history_rows`` (a new user's, or a known user's input history, named by ``history_subject``) holding items
+    ``history_rows`` (a new user's, or a known user's input history, named by ``known_user``) holding items
     without training interactions (left out of the history the tower reads)."""
     from twotower.pipeline.similar import unplaced_item_mask, unplaced_item_note, untrained_history_note
 
     notes = run.new_user_feature_notes(user_features)
     if unplaced_item_mask(run)[int(item_row)]:
         notes.append(unplaced_item_note(run.item_vocab.id_at(int(item_row))))
-    if history_rows is not None and (cold := untrained_history_note(run, history_rows, history_subject)):
+    if history_rows is not None and (cold := untrained_history_note(run, history_rows, known_user)):
         notes.append(cold)
     return notes

@@ -112,21 +112,21 @@ def _named_untrained(run: Any, cold: list[int]) -> str:
     return ", ".join(repr(run.item_vocab.id_at(r)) for r in cold[:3]) + (", ..." if len(cold) > 3 else "")
 
 
-def untrained_history_note(run: Any, rows: Any, subject: str = "history") -> str | None:
+def untrained_history_note(run: Any, rows: Any, known_user: str | None = None) -> str | None:
     """The warning for a given history holding items without training interactions, else None: the user tower has
     not learned them, so they are left out of the history it reads (:func:`history_as_read`); the list and the score
     rest on the other items, as if they had not been given, and explanations list them as left out. It said they
-    "carry no learned signal into the list" while their untrained rows were pooled in and changed it. ``subject``:
-    the history the warning starts with (a new user's ``history``; a known user's input history in the words of its
-    surface, e.g. ``user 94's history in the --history-from files``, whose all-untrained history reads as an empty
-    input history, not as a new user's)."""
+    "carry no learned signal into the list" while their untrained rows were pooled in and changed it.
+    ``known_user``: None for a new user's history (the warning starts with ``history``); for a known user's input
+    history, its name in the words of its surface, e.g. ``user 94's history in the --history-from files``, whose
+    all-untrained history reads as an empty input history, not as a new user's."""
     cold = untrained_history_rows(run, rows)
     if not cold:
         return None
-    said = (f"{subject}: {len(cold)} of its items had no training interactions ({_named_untrained(run, cold)}): the user "
+    said = (f"{known_user or 'history'}: {len(cold)} of its items had no training interactions ({_named_untrained(run, cold)}): the user "
             "tower has not learned them, so it leaves them out of the history it reads")
     if not history_as_read(run, rows).size:
-        if subject != "history":  # a known user's input history: read as empty, as a user with no rows in the files
+        if known_user is not None:  # a known user's input history: read as empty, as a user with no rows in the files
             return said + ("; none is left, so the user is ranked from an empty input history (as a user with no rows "
                            "there), not from their training history")
         # a new user: only one the features describe gets here (check_new_history)
