@@ -340,3 +340,22 @@ def test_an_object_in_a_single_valued_column_is_called_an_object_not_a_list(tmp_
     assert e.value.row == 2 and e.value.column == "decade"
     assert str(e.value) == (f"file {p}, line 2, column 'decade': holds a JSON object ({{'name': '1990s'}}), not one "
                             "value; give the cell the value itself (a string or a number)")
+
+
+@pytest.mark.parametrize("column", [
+    pd.to_datetime(["1995-01-01", None, "2001-05-05"], utc=True),
+    pd.to_datetime(["1995-01-01", None, "2001-05-05"]),
+    pd.Series(pd.to_datetime(["1995-01-01", "1996-01-01", "2001-05-05"])).astype("timestamp[ms][pyarrow]"),
+    pd.to_timedelta([1, None, 3], unit="D"),
+])
+def test_a_datetime_column_given_as_numeric_is_refused_naming_it(tmp_path, column):
+    # a DataFrame's (or Parquet's) release dates were read as epoch microseconds and a missing date (NaT) as
+    # -9.2e18, a value rather than a missing one, which standardising squeezed the real dates into one value around
+    frame = pd.DataFrame({"item_id": ["i1", "i2", "i3"], "released": column})
+    spec = FeatureSpec(key="item_id", numeric=("released",))
+    message = r"file <DataFrame>, column 'released': .* not numbers; .*data.item_numeric"
+    with pytest.raises(DataError, match=message):
+        read_feature_table(frame, spec)
+    frame.to_parquet(tmp_path / "items.parquet")
+    with pytest.raises(DataError, match=r"items.parquet, column 'released': "):
+        read_feature_table(tmp_path / "items.parquet", spec)

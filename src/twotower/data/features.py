@@ -325,6 +325,7 @@ def _read_feature_table(source: str | Path | pd.DataFrame, spec: FeatureSpec, *,
         df[c] = _joined_lists(df[c], spec.separator, file=label, column=c, rows=rows)
     for c in spec.numeric:
         raw = df[c]
+        _check_not_times(raw, file=label, column=c, kind=kind)
         if raw.dtype == object:  # JSON true/false beside numbers: `"year": true` became a year of 1.0 in silence
             flags = np.fromiter((isinstance(v, (bool, np.bool_)) for v in raw.tolist()), dtype=bool, count=len(raw))
             numbers = ~flags & ~np.array(_per_distinct(raw, _missing_str), dtype=bool)
@@ -345,6 +346,18 @@ def _read_feature_table(source: str | Path | pd.DataFrame, spec: FeatureSpec, *,
     for c in (*spec.categorical, *spec.multi):
         _warn_missing_as_text(df[c], spec.separator if c in spec.multi else None, file=label, column=c, rows=rows)
     return df
+
+
+def _check_not_times(values: pd.Series, *, file: str, column: str, kind: str) -> None:
+    """Refuse a datetime or duration column (a DataFrame's or Parquet's) given as numeric: pd.to_numeric read it
+    as epoch numbers in the column's own unit, and a missing one (NaT) as -9.2e18, a value rather than a missing
+    one, that standardising then squeezed every real date towards; a CSV holds such a column as text, refused."""
+    if getattr(values.dtype, "kind", "O") not in "mM":
+        return
+    what = "durations" if values.dtype.kind == "m" else "dates and times"
+    raise DataError(f"values are {what} ({values.dtype}), not numbers; a numeric feature needs numbers: convert the "
+                    f"column (e.g. .dt.year, or epoch seconds), or leave it out of data.{kind}_numeric", file=file,
+                    column=column)
 
 
 def _not_one_value(value: Any, kind: str) -> str:
