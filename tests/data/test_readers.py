@@ -294,6 +294,19 @@ def test_arrow_datetimes_of_a_dataframe_read_as_the_numpy_ones(dtype):
         read_interactions(arrow.assign(timestamp=arrow["timestamp"].where(arrow.index != 1)), name="x")
 
 
+@pytest.mark.parametrize("dtype", ["date32[pyarrow]", "date64[pyarrow]"])
+def test_arrow_dates_of_a_dataframe_read_as_the_parquet_file_holding_them(tmp_path, dtype):
+    # pd.read_parquet(..., dtype_backend="pyarrow") of a date column crashed ("'pyarrow.lib.DataType' object has no
+    # attribute 'unit'"), while the same Parquet file given by its path read as epoch seconds
+    days = pd.Series(pd.to_datetime(["2020-01-01", "2020-01-02", "2020-01-03"]).date, dtype=dtype)
+    df = pd.DataFrame({"user_id": ["a", "a", "b"], "item_id": ["x", "y", "x"], "timestamp": days})
+    df.to_parquet(tmp_path / "dates.parquet")
+    assert read_interactions(df)["timestamp"].tolist() == [1577836800, 1577923200, 1578009600]
+    assert read_interactions(tmp_path / "dates.parquet")["timestamp"].tolist() == [1577836800, 1577923200, 1578009600]
+    with pytest.raises(DataError, match=r"iloc 1, column 'timestamp': missing timestamp"):
+        read_interactions(df.assign(timestamp=df["timestamp"].where(df.index != 1)))
+
+
 def test_an_arrow_duration_column_is_refused_as_durations():
     # it passed the check for timedelta64 and was read as epoch nanoseconds (1 s as 1000000000)
     df = pd.DataFrame({"user_id": ["a", "b"], "item_id": ["x", "y"],

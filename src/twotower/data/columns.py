@@ -551,10 +551,13 @@ def _warn_rounded_float_times(values: pd.Series, numeric: np.ndarray, is_num: np
 def _numpy_times(values: pd.Series) -> pd.Series:
     """An Arrow-backed datetime or duration column (``dtype_backend="pyarrow"``, ``astype("timestamp[ns][pyarrow]")``)
     as its NumPy twin, in its own unit and zone: a nanosecond one failed in pandas' arithmetic ("mod not
-    implemented."), and an Arrow duration passed the check for durations and was read as epoch nanoseconds."""
+    implemented."), and an Arrow duration passed the check for durations and was read as epoch nanoseconds. An
+    Arrow date (date32, date64) has no unit to keep: it becomes a millisecond datetime, date64's own resolution."""
     dtype = values.dtype
     if not isinstance(dtype, pd.ArrowDtype) or dtype.kind not in "mM":
         return values
+    if not hasattr(dtype.pyarrow_dtype, "unit"):  # a date: it crashed here, while its Parquet file read fine
+        return values.astype("datetime64[ms]")
     unit, tz = dtype.pyarrow_dtype.unit, getattr(dtype.pyarrow_dtype, "tz", None)
     if dtype.kind == "m":
         return values.astype(f"timedelta64[{unit}]")
