@@ -420,3 +420,21 @@ def test_cli_over_an_earlier_prepared_folder_holding_the_users_files_refuses_and
     assert main([*argv, "--force"]) == 0
     assert not (out / "NOTES.txt").exists()
     assert main(argv) == 0  # its own files alone are replaced as before
+
+
+def test_dataframes_are_named_by_their_role_not_by_their_printed_rows(tmp_path):
+    # a DataFrame was "named" by its repr: the error read "file    passage_id text\n0  1  a b\n...", and
+    # prepare.json's "passages_file" held the frame's printed rows
+    import pandas as pd
+
+    passages = pd.DataFrame({"passage_id": [1, 2, 3], "text": ["a b", "c d", "e f"]})
+    pairs = pd.DataFrame({"query": ["a", "c", "e"], "passage_id": [1, 2, 3]})
+    report = prepare_beir(passages, pairs, tmp_path / "out")
+    assert (report["passages_file"], report["pairs_file"]) == ("<DataFrame passages>", "<DataFrame pairs>")
+    marker = json.loads((tmp_path / "out" / "prepare.json").read_text(encoding="utf-8"))
+    assert marker["passages_file"] == "<DataFrame passages>"
+    twice = passages.assign(passage_id=[1, 2, 2])
+    with pytest.raises(DataError, match=r"^file <DataFrame passages>, iloc 2, column 'passage_id': duplicate"):
+        prepare_beir(twice, pairs, tmp_path / "out2")
+    with pytest.raises(DataError, match=r"^file <DataFrame pairs>, iloc 0, column 'query': query text is empty"):
+        prepare_beir(passages, pairs.assign(query=["", "c", "e"]), tmp_path / "out3")

@@ -59,12 +59,21 @@ def prepared_files(path: Path) -> frozenset[str]:
     return frozenset({"corpus.jsonl", "queries.jsonl", MARKER, *qrels})
 
 
-def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], ids: list[str], encoding: str,
-          may_be_empty: tuple[str, ...] = (), *, one_row: str):
+Table = str | os.PathLike[str] | pd.DataFrame
+
+
+def _label(table: Table, name: str) -> str:
+    """How errors and prepare.json name ``table``: its path, or ``<DataFrame passages>`` for a DataFrame (``name``
+    its argument), as ``tt.train_run(frames=...)`` names one: ``str()`` of a frame is its printed rows."""
+    return f"<DataFrame {name}>" if isinstance(table, pd.DataFrame) else str(table)
+
+
+def _read(path: Table, columns: list[str], roles: list[str], ids: list[str], encoding: str,
+          may_be_empty: tuple[str, ...] = (), *, one_row: str, name: str):
     """The table with ``columns`` checked present, ids and texts read verbatim (``NA`` stays ``NA``); an empty id is
     refused, except in the ``may_be_empty`` columns, where it reads as ``""``. A table without data rows is refused,
-    ``one_row`` saying what a row holds."""
-    label = str(path)
+    ``one_row`` saying what a row holds; ``name``: the argument it came as (see :func:`_label`)."""
+    label = _label(path, name)
     df, rows = read_table_numbered(path, name=label, dtype={c: str for c in columns}, literal=columns,
                                    encoding=encoding, encoding_setting="--encoding")
     for column, role in zip(columns, roles):
@@ -113,11 +122,11 @@ def _first_row(df: pd.DataFrame, column: str, value: str) -> int:
     return int(np.flatnonzero((df[column] == value).to_numpy())[0])
 
 
-def _read_passages(path: str | os.PathLike[str], cols: PrepareConfig) -> tuple[list[dict[str, str]], dict[str, Any]]:
+def _read_passages(path: Table, cols: PrepareConfig) -> tuple[list[dict[str, str]], dict[str, Any]]:
     wanted = [cols.passage_id, cols.passage_text] + ([cols.passage_title] if cols.passage_title else [])
     roles = ["passage id", "passage text"] + (["passage title"] if cols.passage_title else [])
     df, rows, label = _read(path, wanted, roles, ids=[cols.passage_id], encoding=cols.encoding,
-                            one_row="passage (an id and a text)")
+                            one_row="passage (an id and a text)", name="passages")
     _note_unread_title(df, cols, label)
     dup = df[cols.passage_id].duplicated(keep="first").to_numpy()
     check_rows(dup, lambda pos: f"duplicate passage id {df[cols.passage_id].iloc[pos]!r} (first at {rows.unit} "
@@ -133,7 +142,7 @@ def _read_passages(path: str | os.PathLike[str], cols: PrepareConfig) -> tuple[l
     return docs, {"passages": len(docs), "empty_passages": len(empty)}
 
 
-def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[str], drop_unknown: bool):
+def _read_pairs(path: Table, cols: PrepareConfig, known: set[str], drop_unknown: bool):
     pid_col = cols.pair_passage or cols.passage_id
     wanted = [cols.query, pid_col] + [c for c in (cols.query_id, cols.score, cols.split) if c]
     roles = ["query", "relevant passage id"] + [r for c, r in ((cols.query_id, "query id"), (cols.score, "score"),
@@ -143,7 +152,7 @@ def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[st
     listed = cols.pair_passage_list
     ids = ([] if listed else [pid_col]) + ([cols.query_id] if cols.query_id else [])  # listed ids: read below
     df, rows, label = _read(path, wanted, roles, ids=ids, encoding=cols.encoding, may_be_empty=(pid_col,),
-                            one_row="(query, relevant passage id) pair")
+                            one_row="(query, relevant passage id) pair", name="pairs")
     rows_read = len(df)
     if listed:  # one row per listed id, numbered by the row it came from
         df, rows = expand_id_lists(df, pid_col, listed, file=label, rows=rows)
@@ -364,8 +373,7 @@ def _write(folder: Path, docs, queries: dict[str, str], splits: dict[str, Qrels]
     (folder / MARKER).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _check_tsv_safe(docs, pairs, passages: str | os.PathLike[str], pairs_file: str | os.PathLike[str],
-                    cfg: PrepareConfig) -> None:
+def _check_tsv_safe(docs, pairs, passages: str, pairs_file: str, cfg: PrepareConfig) -> None:
     """qrels are tab-separated: an id holding a tab or a line break would split its row. Refused naming the file
     and column it came from, as every other refusal of ``search prepare`` names them (a query id made from the
     query's text never holds one: only a --query-id-col's can)."""
@@ -381,24 +389,26 @@ def _check_tsv_safe(docs, pairs, passages: str | os.PathLike[str], pairs_file: s
                check=out_check("prepared BEIR folder", is_prepared_beir, inputs=("passages", "pairs"),
                                own_files=prepared_files))
 def prepare_beir(
-    passages: str | os.PathLike[str],
-    pairs: str | os.PathLike[str],
+    passages: Table,
+    pairs: Table,
     out: str | os.PathLike[str],
     cfg: PrepareConfig = PrepareConfig(),
     *,
     force: bool = False,
 ) -> dict[str, Any]:
     """Read ``passages`` and ``pairs``, write the BEIR folder ``out`` (atomically), return its report. An earlier
-    prepared folder ``out`` holding files it did not write is refused, before any work, unless ``force``."""
+    prepared folder ``out`` holding files it did not write is refused, before any work, unless ``force``.
+    ``passages`` and ``pairs`` may be DataFrames, read as their files would be and named ``<DataFrame passages>`` /
+    ``<DataFrame pairs>`` in errors and in the report."""
     docs, doc_report = _read_passages(passages, cfg)
     read, pair_report = _read_pairs(pairs, cfg, {d["_id"] for d in docs}, cfg.drop_unknown)
-    _check_tsv_safe(docs, read, passages, pairs, cfg)
+    _check_tsv_safe(docs, read, _label(passages, "passages"), _label(pairs, "pairs"), cfg)
     queries: dict[str, str] = {}
     for qid, text, *_ in read:  # stripped: queries are told apart (and ids given) by their stripped text
         queries.setdefault(qid, text.strip())
     splits = _assign_splits(read, cfg.test_share, cfg.seed)
     report = {
-        "passages_file": str(passages), "pairs_file": str(pairs), "settings": asdict(cfg), **doc_report,
+        "passages_file": _label(passages, "passages"), "pairs_file": _label(pairs, "pairs"), "settings": asdict(cfg), **doc_report,
         **pair_report, "queries": len(queries),
         "splits": {name: {"queries": len(q), "judgements": sum(len(j) for j in q.values())}
                    for name, q in splits.items()},
