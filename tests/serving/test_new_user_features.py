@@ -377,6 +377,26 @@ def test_numpy_values_from_a_user_table_row_are_read_as_python_values(feature_se
         tt.recommend(run, history=history, user_features={"age": "1"}, k=5)
 
 
+def test_a_user_table_rows_missing_values_read_as_missing(feature_service):
+    # dict(users.loc[7]) of a user without an age was refused: "user_features.age: a finite number (float32 range),
+    # got nan" (pd.NA of an Int64 column: "a finite number, got <NA>"; of a category: "one value ..., got <NA>"),
+    # though None reads as missing and the user table's reader read that very cell as missing
+    import twotower as tt
+
+    service, users = feature_service
+    run = service.run
+    history = _history(service, "u3")
+    row = dict(users.set_index("user_id")[["age", "gender"]].loc["u7"])
+    assert np.isnan(row["age"])
+    missing_age = tt.recommend(run, history=history, user_features={"age": None, "gender": row["gender"]}, k=5)
+    assert tt.recommend(run, history=history, user_features=row, k=5) == missing_age
+    nullable = dict(users.astype({"age": "Int64"}).set_index("user_id")[["age", "gender"]].loc["u7"])
+    assert nullable["age"] is pd.NA
+    assert tt.recommend(run, history=history, user_features=nullable, k=5) == missing_age
+    assert tt.recommend(run, history=history, user_features={"age": 30, "gender": pd.NA}, k=5) == \
+        tt.recommend(run, history=history, user_features={"age": 30}, k=5)
+
+
 def test_a_number_sent_as_a_string_is_said_to_be_a_string(client, feature_service):
     """{"age": "25"} was refused as "user_features.age: a finite number, got '25'", which reads as if 25 were no
     finite number; every surface now says it was a string and how to write it. Strings stay refused."""

@@ -763,9 +763,17 @@ def _string_for_number(col: str, value: str) -> str:
     return f"user_features.{col}: expected a JSON number, got the string {shown_value(value)}{write}"
 
 
+def _missing_value(value: Any) -> bool:
+    """None, or a missing value of pandas (pd.NA, NaT, NaN): what a row of a user DataFrame (dict(users.loc[7]))
+    holds for a cell the user table's reader reads as missing; refused as "a finite number, got nan"."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    return isinstance(value, (float, np.floating)) and bool(np.isnan(value))
+
+
 def _feature_value(col: str, value: Any, *, numeric: bool, multi: bool, separator: str) -> Any:
     """One raw user-feature value checked for its column kind (None: missing)."""
-    if value is None:
+    if _missing_value(value):
         return None
     # numpy scalars as plain Python values: a row of a user DataFrame (dict(users.loc[0])) holds np.int64 ages
     # and category codes, refused as "a finite number, got np.int64(25)"; true/false (JSON's, Python's, numpy's) is
