@@ -359,3 +359,17 @@ def test_a_datetime_column_given_as_numeric_is_refused_naming_it(tmp_path, colum
     frame.to_parquet(tmp_path / "items.parquet")
     with pytest.raises(DataError, match=r"items.parquet, column 'released': "):
         read_feature_table(tmp_path / "items.parquet", spec)
+
+
+def test_a_missing_datetime_in_a_categorical_column_is_missing_not_the_category_nat(tmp_path):
+    # a DataFrame's (or Parquet's) datetime column as a category gave its missing cells (NaT) the category 'NaT',
+    # where the same table as a CSV holds an empty, missing cell
+    frame = pd.DataFrame({"item_id": ["i1", "i2", "i3"],
+                          "released": pd.to_datetime(["1995-01-01", None, "2001-05-05"], utc=True)})
+    spec = FeatureSpec(key="item_id", categorical=("released",))
+    frame.to_csv(tmp_path / "items.csv", index=False)
+    for source in (frame, tmp_path / "items.csv"):
+        table = read_feature_table(source, spec)
+        enc = FeatureEncoder(spec).fit(table, Vocabulary(["i1", "i2", "i3"], kind="item"))
+        assert enc.categories["released"] == ["1995-01-01 00:00:00+00:00", "2001-05-05 00:00:00+00:00"]
+        assert enc.transform(table, Vocabulary(["i1", "i2", "i3"], kind="item")).categorical[:, 0].tolist() == [1, 0, 2]

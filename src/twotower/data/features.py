@@ -117,7 +117,8 @@ class FeatureSpec:
 
 
 def _missing_str(value: Any) -> bool:
-    if value is None or value is pd.NA:
+    # NaT: a datetime column's gap (a DataFrame's or Parquet's), the category 'NaT' where its CSV holds an empty cell
+    if value is None or value is pd.NA or value is pd.NaT:
         return True
     if isinstance(value, float) and math.isnan(value):
         return True
