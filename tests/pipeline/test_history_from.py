@@ -166,6 +166,24 @@ def test_a_user_without_rows_in_the_history_files_is_said_to_be_ranked_from_an_e
     assert "no rows of known items in the --history-from files" not in capsys.readouterr().err
 
 
+def test_tt_recommend_logs_a_user_without_rows_in_the_history_files(split_dir, run, tmp_path, caplog):
+    # `recommend --history-from` and POST /recommend say such a user is ranked from an empty history; from Python
+    # the empty-history list came back without a word
+    import twotower as tt
+
+    valid = pd.read_csv(split_dir / "valid.csv", dtype=str)
+    uid, other = run.user_vocab.ids[3], run.user_vocab.ids[4]
+    valid[valid["user_id"] != uid].to_csv(tmp_path / "others.csv", index=False)
+    with caplog.at_level("WARNING", logger="twotower"):
+        tt.recommend(run, [other, uid], k=5, history_from=tmp_path / "others.csv")
+    assert (f"1 of 2 users have no rows of known items in the history_from files (e.g. user {uid}): each is ranked "
+            "from an empty input history, not from their training history") in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower"):
+        tt.recommend(run, [other], k=5, history_from=tmp_path / "others.csv")
+    assert "no rows of known items" not in caplog.text
+
+
 def test_a_user_whose_history_rows_are_all_unknown_items_is_told_so_not_that_the_files_lack_them(run, tmp_path,
                                                                                                  capsys):
     # a user whose only rows name items the run never saw was told "no rows in the --history-from files",

@@ -363,16 +363,11 @@ def _write_recommendations(args: argparse.Namespace, run, index, used: str, rows
 
 def _say_no_input_history(run, rows, histories) -> None:  # noqa: ANN001 - TrainedRun, InputHistories
     """Tell stderr when a user asked for by id has no row in the --history-from files: their list is the
-    empty-history one (a sequence tower's fitted empty state: pipeline/empty_history.py), not one read from
-    their training history, which a user who misspelt a file or its ids would otherwise take for an answer."""
-    if histories is None:
-        return
-    lengths = histories.sequences.lengths()  # once: per row it was a pass over every user
-    empty = [int(r) for r in rows if lengths[int(r)] == 0]
-    if empty:
-        print(f"{len(empty)} of {len(rows)} users have no rows of known items in the --history-from files (e.g. user "
-              f"{run.user_vocab.id_at(empty[0])}): each is ranked from an empty input history, not from their "
-              "training history", file=sys.stderr)
+    empty-history one (a sequence tower's fitted empty state: pipeline/empty_history.py)."""
+    from twotower.pipeline.recommend import no_input_history_note
+
+    if (note := no_input_history_note(run, rows, histories, "--history-from")) is not None:
+        print(note, file=sys.stderr)
 
 
 def _say_shortfall(res, k: int, who: list, *, filtered: bool = False, index_size: int | None = None) -> None:  # noqa: ANN001 - Results

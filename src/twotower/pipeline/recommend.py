@@ -16,7 +16,7 @@ import os
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -81,6 +81,7 @@ __all__ = [
     "recommend_history",
     "history_query_vectors",
     "long_history_note",
+    "no_input_history_note",
     "log_shortfall",
     "results_to_frame",
     "results_to_items",
@@ -729,10 +730,29 @@ def recommend(
         from twotower.pipeline.histories import exclude_histories
 
         exclude = exclude_histories(exclude, histories)  # the input history counts as seen
+    if (note := no_input_history_note(run, rows, histories, "history_from")) is not None:
+        log.warning("%s", note)  # as `recommend` tells stderr and POST /recommend's warnings say
     res = recommend_users(run, rows, int(k), exclude, histories=histories, index=index, allow=allow, listed=listed,
                           filter_exact_max=filter_exact_max)
     log_shortfall(res, int(k), [f"user {u}" for u in user_ids], filtered=mask is not None, index_size=len(index))
     return [results_to_items(run, res, q) for q in range(len(rows))]
+
+
+def no_input_history_note(run: TrainedRun, rows: Sequence[int], histories: Any, source: str) -> str | None:
+    """``1 of 2 users have no rows of known items in the --history-from files (e.g. user 42): ...``, or None when
+    every user of ``rows`` has one (or there are no input ``histories``): what `twotower recommend` tells stderr and
+    ``tt.recommend`` logs, each naming its own argument (``source``). Such a user's list is the empty-history one,
+    not one read from their training history, which a user who misspelt a file or its ids would otherwise take
+    for an answer (from Python it came back without a word)."""
+    if histories is None:
+        return None
+    lengths = histories.sequences.lengths()  # once: per row it was a pass over every user
+    empty = [int(r) for r in rows if lengths[int(r)] == 0]
+    if not empty:
+        return None
+    return (f"{len(empty)} of {len(rows)} users have no rows of known items in the {source} files (e.g. user "
+            f"{run.user_vocab.id_at(empty[0])}): each is ranked from an empty input history, not from their "
+            "training history")
 
 
 def shortfall_note(res: Results, k: int, who: list[str], *, filtered: str | None = None,
