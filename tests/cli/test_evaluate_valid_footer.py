@@ -53,3 +53,21 @@ def test_json_rows_and_a_stdout_csv_name_their_split(run_dir, capsys):
         assert main(["-q", "evaluate", "--run", str(run_dir), "--split", split, "--ks", "5", "--csv", "-"]) == 0
         lines = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
         assert lines and all(r["split"] == split for r in lines)
+
+
+def test_a_run_without_a_valid_split_is_not_said_to_have_one(tmp_path, capsys):
+    """A run trained without --valid (a time split with equal cut-offs has none) was footed, under train's table and
+    `evaluate`'s, "valid only for selection / early stopping; test ranks the full catalogue excluding each user's
+    train+valid items", of a valid split it never had."""
+    paths = write_dataset(tmp_path / "data", n_users=30, n_items=24, per_user=10)
+    out = tmp_path / "run"
+    fast = [a for a in FAST if a != "--no-eval"]
+    assert main(["-q", "train", "--train", str(paths["train"]), "--test", str(paths["test"]), "--out", str(out),
+                 "--epochs", "1", "eval.ks=[5]", "eval.baselines=[\"popularity\"]", *fast]) == 0
+    assert main(["-q", "evaluate", "--run", str(out), "--ks", "5", "--baselines", "popularity"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    footers = [line for line in lines if line.startswith("protocol:")]
+    assert len(footers) == 2  # train's closing table, then evaluate's
+    for footer in footers:
+        assert "valid only for selection" not in footer and "train+valid" not in footer
+        assert "no valid split" in footer and "excluding each user's train items" in footer

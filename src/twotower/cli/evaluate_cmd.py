@@ -219,12 +219,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(saved, indent=2, default=float))
     else:
+        from twotower.pipeline.artifacts import run_part_file
         from twotower.pipeline.experiment import protocol_text
 
         print_eval_table(rows, ks if ks is not None else run.config.eval.ks,
                          f"{held_out} (full catalogue), run {args.run}{source}",
                          protocol_text(history_from, args.split,
-                                       exclude_seen=not getattr(args, "no_exclude_seen", False)))
+                                       exclude_seen=not getattr(args, "no_exclude_seen", False),
+                                       has_valid=run_part_file(run.dir, "valid") is not None))
     return 0
 
 

@@ -569,8 +569,12 @@ def _write_evaluation(cfg, run, out: Path) -> None:  # noqa: ANN001
     atomic_write_json(out / "metrics.json", {"test": rows})
     buf = io.StringIO()
     shown = tuple(k for k in ks if k in TRAIN_TABLE_KS) or ks
+    from twotower.pipeline.artifacts import run_part_file
+    from twotower.pipeline.experiment import protocol_text
+
     with contextlib.redirect_stdout(buf):
-        print_eval_table(rows, shown, "test (full catalogue)")
+        print_eval_table(rows, shown, "test (full catalogue)",
+                         protocol_text(has_valid=run_part_file(run.dir, "valid") is not None))
     table = buf.getvalue()
     left = [k for k in ks if k not in shown]
     # said, not silently dropped: eval.ks=[10, 50] printed k=10 alone; a pointer, so not under -q

@@ -42,12 +42,18 @@ SELECTION_SPLIT_TEXT = ("valid is the split the early stopping, the item-item te
                         "λ / k were chosen on, so these figures are not held out (--split test is)")
 
 
-def protocol_text(history_from: Sequence[str] | None = None, split: str = "test", *, exclude_seen: bool = True) -> str:
+#: What replaces "valid only for selection / early stopping" in the footer of a run trained without a valid split.
+NO_VALID_TEXT = "no valid split (nothing was chosen on held-out data)"
+
+
+def protocol_text(history_from: Sequence[str] | None = None, split: str = "test", *, exclude_seen: bool = True,
+                  has_valid: bool = True) -> str:
     """The protocol line under an evaluation table: :data:`PROTOCOL_TEXT`, or what ``--history-from`` changes.
 
     With input-history files the weights are still fit on train only, but every model reads each user's
     history from those files and their items are excluded too, so the footer must not claim train-only input.
     ``exclude_seen=False`` (`evaluate --no-exclude-seen`): nothing is excluded, and the line says so.
+    ``has_valid=False``: the run has no valid split, so no valid item is excluded and nothing was selected on one.
     """
     if not history_from:
         text = PROTOCOL_TEXT if split == "test" else PROTOCOL_TEXT.replace("test ranks", f"{split} ranks").replace(
@@ -58,6 +64,10 @@ def protocol_text(history_from: Sequence[str] | None = None, split: str = "test"
                 f"(time order) without refitting; {split} ranks the full catalogue excluding that history and each "
                 f"user's train{'+valid' if split == 'test' else ''} items; valid only for selection / early stopping; "
                 f"users without {split} items skipped")
+    if not has_valid:
+        # a run trained without --valid: the footer said "valid only for selection / early stopping" and "excluding
+        # each user's train+valid items", of a valid split the run never had (its warnings said "train history")
+        text = text.replace("valid only for selection / early stopping", NO_VALID_TEXT).replace("train+valid", "train")
     if split == "valid":
         # the footer said "valid only for selection / early stopping" under a table of valid figures, as if they
         # were held out: the early stop, the item-item term's weight and the baselines' λ / k were chosen on them
