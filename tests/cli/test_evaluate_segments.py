@@ -158,3 +158,20 @@ def test_users_without_training_rows_are_counted_and_said(new_users_run, capsys,
     assert rows[0]["users_empty_input_history"] == len(NEW)
     assert f"{len(NEW)} of 30 evaluated users have no rows in the run's training data" in caplog.text
     assert "score every item 0" not in caplog.text  # no history-based baseline in this table
+
+
+def test_users_outside_a_runs_user_table_are_not_told_to_train_with_one(new_users_run, tmp_path, capsys, caplog):
+    """A held-out file's users outside the vocabulary of a run trained WITH a user table were told to "train with
+    --users FILE (a user table)", the flag the run was trained with; the table it had lacks them."""
+    test = pd.read_csv(new_users_run / "data" / "test.csv", dtype=str)
+    known = test[~test["user_id"].isin(NEW)].head(3)
+    stranger = known.head(1).assign(user_id="u99")  # in no training row and not in users.csv
+    pd.concat([known, stranger]).to_csv(tmp_path / "t.csv", index=False)
+    caplog.clear()
+    _json(capsys, "--run", str(new_users_run), "--baselines", "", "--ks", "5", "--threads", "1",
+          "--test", str(tmp_path / "t.csv"), "--segments", "new-users")
+    said = caplog.text
+    assert "the 1 user of the test file outside the run's vocabulary" in said
+    assert "train with --users FILE" not in said
+    assert (f"they are not in the run's user table ({new_users_run.parent / 'users.csv'}) either: add them to it and "
+            "train again") in said

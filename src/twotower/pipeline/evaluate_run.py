@@ -334,7 +334,8 @@ def evaluate_run(
     held_out["users_empty_input_history"] = _empty_input_histories(run, relevant, lengths, histories,
                                                                    baselines, segments)
     parts = _segment_parts(relevant, m.train, segments, split,
-                           unknown={"cold-items": int(rep["unknown_items"]), "new-users": int(rep["unknown_users"])})
+                           unknown={"cold-items": int(rep["unknown_items"]), "new-users": int(rep["unknown_users"])},
+                           tables={"cold-items": run.config.data.items, "new-users": run.config.data.users})
 
     def evaluate(scorer: Any, relevant: sp.csr_matrix, exclude: sp.csr_matrix, protocol: EvalProtocol,
                  pop: np.ndarray, *, what: str) -> dict[str, Any]:
@@ -531,12 +532,14 @@ def _empty_input_histories(run: TrainedRun, relevant: sp.csr_matrix, lengths: np
 
 
 def _segment_parts(relevant: sp.csr_matrix, train: sp.csr_matrix, segments: Sequence[str],
-                   split: str, unknown: dict[str, int] | None = None) -> dict[str, sp.csr_matrix]:
+                   split: str, unknown: dict[str, int] | None = None,
+                   tables: dict[str, Any] | None = None) -> dict[str, sp.csr_matrix]:
     """The held-out pairs of each segment (:data:`SEGMENTS`), by the items' (columns') or users' (rows') count of
     training rows; one whose pairs all fall on one side is left out, with a warning saying so. ``unknown``: per
     segment, how many items (users) of the held-out file are outside the run's vocabulary, their rows dropped: a
     run trained without --items has no row for an item without training rows, so its cold pairs were dropped and
-    "none of the pairs has an item with no row" read as if the split held no cold items."""
+    "none of the pairs has an item with no row" read as if the split held no cold items. ``tables``: per segment,
+    the item (user) table the run was trained with (None: none), which the warning's advice names."""
     parts: dict[str, sp.csr_matrix] = {}
     for name in segments:
         if name == "cold-items":
@@ -554,8 +557,8 @@ def _segment_parts(relevant: sp.csr_matrix, train: sp.csr_matrix, segments: Sequ
             dropped = (unknown or {}).get(name, 0) if not first.nnz else 0
             why = "" if not dropped else (
                 f"; the {plural(dropped, what)} of the {split} file outside the run's vocabulary, whose pairs were "
-                f"left out (said above), are the ones without training rows: train with --{what}s FILE ("
-                f"{'an item' if what == 'item' else 'a user'} table) to give them rows the {what} tower can place from their features")
+                f"left out (said above), are the ones without training rows: "
+                f"{_table_advice(what, (tables or {}).get(name))}")
             log.warning("segments %s: %s of the %s %s pairs has %s with no row in the run's training data, so no "
                         "%r or %r rows are added (one would be empty, the other the same as 'all')%s", name,
                         "none" if not first.nnz else "every one", f"{int(relevant.nnz):,}", split,
@@ -563,3 +566,13 @@ def _segment_parts(relevant: sp.csr_matrix, train: sp.csr_matrix, segments: Sequ
             continue
         parts[cold], parts[warm] = first, second
     return parts
+
+
+def _table_advice(what: str, table: Any) -> str:
+    """How to give a held-out file's users (items) outside the run's vocabulary a row the tower can place: a run
+    trained with a user table was told to "train with --users FILE", the table it had, which lacked them."""
+    if table is None:
+        return (f"train with --{what}s FILE ({'an item' if what == 'item' else 'a user'} table) to give them rows the "
+                f"{what} tower can place from their features")
+    return (f"they are not in the run's {what} table ({table}) either: add them to it and train again to give them "
+            f"rows the {what} tower can place from their features")
