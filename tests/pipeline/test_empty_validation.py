@@ -75,3 +75,20 @@ def test_a_test_split_of_unknown_ids_only_is_not_scored_into_a_table_of_nan(tmp_
         with pytest.raises(DataError, match="none of its 2 rows \\(2 users\\) names a user and an item") as e:
             evaluate_run(TrainedRun.load(out), test_file=test_file)
         assert str(test_file or out / "data" / "test.csv") in str(e.value)
+
+
+@pytest.mark.parametrize("part", ["valid", "test"])
+def test_a_header_only_split_file_is_refused_saying_to_leave_its_flag_out(tmp_path, capsys, part):
+    """`data split --method time` with equal --valid-start and --test-start asks for no valid part and writes a
+    header-only valid.csv; `train --valid` of it stopped on "no data rows (only a header); the interactions table is
+    empty", not saying that leaving --valid out is how to train without one."""
+    from twotower.cli.main import main
+
+    df = make_interactions(n_users=10, n_items=8, per_user=5)
+    df.to_csv(tmp_path / "train.csv", index=False)
+    df.head(0).to_csv(tmp_path / "empty.csv", index=False)
+    assert main(["-q", "train", "--train", str(tmp_path / "train.csv"), f"--{part}", str(tmp_path / "empty.csv"),
+                 "--out", str(tmp_path / "run"), *FAST]) != 0
+    err = capsys.readouterr().err
+    assert f"file {tmp_path / 'empty.csv'}: no data rows (only a header)" in err
+    assert f"leave --{part} out to train without" in err

@@ -65,12 +65,18 @@ __all__ = [
     "check_head",
     "RowNumbers",
     "read_interactions",
+    "EmptyInteractions",
     "read_sasrec",
     "is_sasrec_file",
     "pipe_refusal",
     "CANONICAL_COLUMNS",
     "INTERACTION_FORMATS",
 ]
+
+class EmptyInteractions(DataError):
+    """An interactions table with a header and no data rows: a caller that knows what the file was given as
+    (`train --valid` of a time split with no valid part) adds what to do instead."""
+
 
 #: what every "file not found" says (the readers' and the CLI's early input checks alike)
 CHECK_PATH = "check the path (relative paths start at the working directory)"
@@ -1515,7 +1521,7 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
                                     nrows=nrows, each_chunk=convert, chunk_rows=CHUNK_ROWS if chunked else None)
     present, optional = found["present"], found["optional"]
     if len(raw) == 0:
-        raise DataError("no data rows (only a header); the interactions table is empty", file=label)
+        raise EmptyInteractions("no data rows (only a header); the interactions table is empty", file=label)
     if found.get("dates") and found.get("other"):  # chunks of dates beside chunks of numbers: the dates as text
         raw["timestamp"] = raw["timestamp"].map(lambda v: v.isoformat() if isinstance(v, pd.Timestamp) else v)
 

@@ -13,7 +13,7 @@ import pandas as pd
 
 from twotower.config import DATA_FILE_SETTINGS, DataConfig, TrainConfig, located, setting_origins
 from twotower.data.features import FeatureSpec, read_feature_table
-from twotower.data.readers import ColumnMap, read_interactions
+from twotower.data.readers import ColumnMap, EmptyInteractions, read_interactions
 from twotower.data.splits import global_time_split, leave_last_n_out, random_split, temporal_split
 from twotower.data.timeunits import ROW_ORDER, align_date_units, report_unit, unit_words
 from twotower.errors import ConfigError, DataError
@@ -111,10 +111,17 @@ def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mappi
         return read_interactions(_source(name), columns, name=str(name), format=cfg.format, encoding=cfg.encoding,
                                  time_unit=cfg.time_unit)
 
+    def read_held_out(name: str) -> pd.DataFrame | None:
+        if getattr(cfg, name) is None:
+            return None
+        try:
+            return read(getattr(cfg, name))
+        except EmptyInteractions as e:
+            raise DataError(f"{e.message}: {_empty_part_hint(cfg, name)}", file=e.file) from None
+
     if cfg.train is not None:
         train = read(cfg.train)
-        valid = read(cfg.valid) if cfg.valid is not None else None
-        test = read(cfg.test) if cfg.test is not None else None
+        valid, test = read_held_out("valid"), read_held_out("test")
         train, valid, test = align_date_units([train, valid, test])  # one time scale across the three files
         _check_one_time_unit(cfg, {"train": train, "valid": valid, "test": test})
         report["split"] = "given as files"
@@ -454,6 +461,16 @@ def _check_not_train_again(cfg: DataConfig) -> None:
         # the test split excludes train+valid items: a copy of train scores 0 and reads as a broken model
         raise ConfigError(f"{_as_given(cfg, 'test')} is the training file {_as_given(cfg, 'train')} again: testing excludes each "
                           "user's training items, so every test metric would be 0; pass a held-out test file")
+
+
+def _empty_part_hint(cfg: DataConfig, name: str) -> str:
+    """What to do with a header-only valid or test file, as `data split` writes one for a part it leaves empty
+    (equal --valid-start and --test-start ask for no valid part): the refusal said only that the table was empty."""
+    flag = _flag_or_setting(cfg, name)
+    if name == "valid":
+        return f"a split with no valid part writes one; leave {flag} out to train without validation (stopping on the training loss)"
+    return (f"a split with no test part writes one; leave {flag} out to train without a test split (score a held-out "
+            "file later with `twotower evaluate --run RUN --test FILE`)")
 
 
 def _flag_or_setting(cfg: DataConfig, name: str) -> str:
