@@ -131,6 +131,13 @@ def _record(run: Any, row: int, names: Mapping[str, str]) -> dict[str, Any]:
     return rec
 
 
+def _learned_user_id(run: Any, user_row: int | None) -> bool:
+    """Whether the user's score rests on a learned user-ID row: a user without training rows has the zero row the
+    model was built with (pipeline.experiment.build_model_for), which the sentence called "your learned user-ID
+    embedding"."""
+    return run.model.user_tower.id_emb is not None and user_row is not None and len(run.history.of(user_row)) > 0
+
+
 def _profile(run: Any, user_row: int | None, given: list[str]) -> str:
     """What a user's score rests on without their history: ``given`` names the feature columns that hold a value."""
     tower = run.model.user_tower
@@ -431,7 +438,7 @@ def explain_recommendations(
             expl["heads"] = heads
         # a tower with features and a user-ID embedding rests on both; "profile" names the features only
         expl["text"] = explanation_text(expl, cols, entries, names=names,
-                                        with_user_id=profile == "features" and model.user_tower.id_emb is not None,
+                                        with_user_id=profile == "features" and _learned_user_id(run, user_row),
                                         cold_reads=reads_of_item if has_text is None or has_text[item_row]
                                         else tuple(r for r in reads_of_item if r != "text"),
                                         item_text=has_text is None or bool(has_text[item_row]))

@@ -121,6 +121,12 @@ def build_model_for(config: RunConfig, prep: Prepared, item_text: np.ndarray | N
     if model.item_tower.id_emb is not None and len(cold):
         with torch.no_grad():
             model.item_tower.id_emb.weight[torch.as_tensor(cold)] = 0.0
+    # Users without training rows (a time split's new users, known by the user table) likewise: no example ever
+    # reads their ID row, which kept its random start and moved their lists away from what their features say.
+    new_users = np.flatnonzero(prep.train_seqs.lengths() == 0)
+    if model.user_tower.id_emb is not None and len(new_users):
+        with torch.no_grad():
+            model.user_tower.id_emb.weight[torch.as_tensor(new_users)] = 0.0
     return model
 
 
