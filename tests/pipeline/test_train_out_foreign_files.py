@@ -49,3 +49,22 @@ def test_an_empty_folder_a_run_and_the_runs_own_input_are_still_trained_into(dat
     (out / "mine.txt").write_text("mine")  # a folder holding a run: the new run replaces it, the user's file kept
     assert main(args) == 0
     assert (out / "mine.txt").read_text() == "mine" and (out / "run.json").is_file()
+
+
+def test_the_checkpoint_folder_of_a_run_is_refused_and_the_run_still_resumes(dataset, tmp_path, capsys):
+    # RUN/checkpoint holds model.safetensors, one of the files that mark a run: a new run trained into it replaced
+    # the parent run's checkpoint with its own weights, and the parent run no longer resumed
+    run = tmp_path / "ml"
+    assert main(_args(dataset, run)) == 0
+    checkpoint = run / "checkpoint"
+    before = {p.name: p.read_bytes() for p in checkpoint.iterdir()}
+    assert main(_args(dataset, checkpoint)) == 2
+    err = capsys.readouterr().err
+    assert f"--out {checkpoint}: is the checkpoint/ folder of the run {run}, which a new run trained there would " \
+           "damage; choose a folder outside it" in err
+    assert {p.name: p.read_bytes() for p in checkpoint.iterdir()} == before
+    assert main(["-q", "train", "--resume", "--out", str(run), "train.epochs=2", "--no-progress"]) == 0
+
+
+def test_a_folder_named_like_a_runs_own_beside_no_run_is_trained_into(dataset, tmp_path):
+    assert main(_args(dataset, tmp_path / "checkpoint")) == 0

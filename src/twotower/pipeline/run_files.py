@@ -5,6 +5,9 @@ path against them (`twotower data split --out`, cli/paths.py) do not import torc
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 MANIFEST = "manifest.json"
 #: environment switch read by :meth:`TrainedRun.load` (set by the CLI's ``--no-verify``)
 NO_VERIFY_ENV = "TWOTOWER_NO_VERIFY"
@@ -31,3 +34,17 @@ INDEX_EXTRA_FILES = ("meta.json", "tune.json", "recall_qps.png")
 #: What `twotower export` writes into its --out folder (export/onnx.py); export.json names the run and model.
 EXPORT_FILES = ("export.json", "user_tower.onnx", "item_tower.onnx", "item_embeddings.npy", "item_ids.json",
                 "user_ids.json", "cold_similar_queries.npy", "new_user_tower.onnx")
+
+#: The folders a run keeps inside its own: whatever is written into one as a folder of its own damages that run.
+RUN_OWN_FOLDERS = ("checkpoint", "vocab", "data", "features", INDEX_DIR)
+
+
+def run_owning_folder(folder: str | os.PathLike[str]) -> Path | None:
+    """The run ``folder`` is one of the own folders of (``RUN`` for ``RUN/checkpoint``), else None: a checkpoint
+    folder holds model.safetensors, so it read as a run of its own to the commands that replace a folder."""
+    base = Path(folder)
+    if base.name in ("", ".", ".."):
+        base = Path(os.path.realpath(base))
+    if base.name in RUN_OWN_FOLDERS and any((base.parent / rel).is_file() for rel in RUN_MARKERS):
+        return base.parent
+    return None

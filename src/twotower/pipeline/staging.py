@@ -18,7 +18,8 @@ from twotower.errors import ConfigError
 from twotower.models.size import _size
 from twotower.pipeline.artifacts import derived_folders, previous_run_files
 from twotower.pipeline.resume_snapshot import resume_leftover
-from twotower.pipeline.run_files import CHECKPOINT_DIR, MANIFEST, MANIFEST_FILES, RUN_MARKERS, RUN_OUTPUT_FILES
+from twotower.pipeline.run_files import (CHECKPOINT_DIR, MANIFEST, MANIFEST_FILES, RUN_MARKERS, RUN_OUTPUT_FILES,
+                                         run_owning_folder)
 from twotower.pipeline.tuned_baselines import TUNED_FILE
 from twotower.utils.atomic import _fsync_dir, _old_path, _rename_exchange, _start_ticks, _writer_alive
 from twotower.utils.folder_lock import LOCK_FILE, active_writer
@@ -95,7 +96,10 @@ def check_new_run_dir(out: Path, inputs: tuple[str | None, ...], *, resume: bool
     the user's, while `export` and `index build` refuse such a folder. A folder holding an earlier run is
     replaced by the new one with the user's files kept beside it (:func:`swap_in`), as before; ``inputs``: the
     data files the run reads, which may sit in the folder."""
-    if resume or not out.is_dir() or any((out / rel).is_file() for rel in RUN_MARKERS):
+    if resume:
+        return
+    _refuse_run_subfolder(out, flag)
+    if not out.is_dir() or any((out / rel).is_file() for rel in RUN_MARKERS):
         return
     wanted = set()
     for value in inputs:
@@ -108,6 +112,16 @@ def check_new_run_dir(out: Path, inputs: tuple[str | None, ...], *, resume: bool
     shown = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
     raise ConfigError(f"{flag} {out}: a non-empty folder that holds no run ({shown}); a run trained there would mix "
                       "its files with these: choose a new or empty folder, or move them out")
+
+
+def _refuse_run_subfolder(out: Path, flag: str) -> None:
+    """Refuse ``out`` when it is one of the folders a run keeps inside its own (``RUN/checkpoint``, ``RUN/vocab``):
+    `train --out runs/ml/checkpoint` took that folder (it holds model.safetensors) for an earlier run and replaced
+    runs/ml's checkpoint with the new run's weights, and runs/ml no longer resumed."""
+    run = run_owning_folder(out)
+    if run is not None:
+        raise ConfigError(f"{flag} {out}: is the {_base(out).name}/ folder of the run {run}, which a new run trained "
+                          f"there would damage; choose a folder outside it (or {run} itself, to replace that run)")
 
 
 def stale_staging(out: Path) -> list[Path]:
