@@ -333,6 +333,25 @@ def test_export_out_that_is_or_contains_the_run_is_refused_even_with_force(tmp_p
     assert json.loads((run / "onnx" / "export.json").read_text())["run"] == str(run.resolve())
 
 
+def test_export_into_a_runs_own_folder_is_refused_even_with_force(tmp_path, capsys):
+    """--force replaced RUN/vocab with the export (removed: items.json, users.json): the run no longer loaded
+    ("vocab/items.json: missing ... retrain the run"), though force is never to delete a run's files."""
+    from twotower.errors import ConfigError
+    from twotower.export import export_onnx
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = _train(tmp_path / "runs" / "pooled", "recency", user_features=False)
+    before = {p.name: p.read_bytes() for p in (run / "vocab").iterdir()}
+    assert _export_cli(run, run / "vocab", "--force") == 2
+    err = capsys.readouterr().err
+    assert f"--out {run / 'vocab'}: is a folder of the run {run}, whose files the export would replace; choose a " \
+           f"folder of its own, e.g. {run / 'onnx'}" in err
+    with pytest.raises(ConfigError, match="is a folder of the run"):
+        export_onnx(TrainedRun.load(run), run / "data", check_users=10, force=True)
+    assert {p.name: p.read_bytes() for p in (run / "vocab").iterdir()} == before
+    TrainedRun.load(run)  # whole, its checksums verified
+
+
 def test_readme_scoring_snippet_gives_the_cli_scores(tmp_path, monkeypatch):
     """The README's snippet that scores with the exported files alone runs as written (its folder and ids
     swapped for this run's) and gives the scores `recommend --history` ranks, for a sequence tower with user

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from twotower.errors import ConfigError
-from twotower.pipeline.run_files import EXPORT_FILES, RUN_MARKERS
+from twotower.pipeline.run_files import EXPORT_FILES, RUN_MARKERS, run_owning_folder
 from twotower.utils.folder_lock import idle_lock_file
 from twotower.utils.output_folders import refuse_foreign_files
 
@@ -28,10 +28,10 @@ def check_export_dir(out: str | Path, *, run_dir: str | Path | None = None, forc
     work; ConfigError when the export must not go there.
 
     ``out`` is replaced whole, so it is refused when it is a file, when it is or contains the run being exported
-    (``run_dir``) or holds any training run (``force`` overrides neither: a run would be deleted) and, unless
-    ``force``, when it is a non-empty folder holding anything but an earlier export's files (recognised by their
-    names, and export.json when there is one): unrelated files are never removed unasked. ``labels``: as
-    :func:`export_onnx`'s.
+    (``run_dir``), holds any training run or is one of a run's own folders (``force`` overrides none of these: a run
+    would be deleted or damaged) and, unless ``force``, when it is a non-empty folder holding anything but an
+    earlier export's files (recognised by their names, and export.json when there is one): unrelated files are
+    never removed unasked. ``labels``: as :func:`export_onnx`'s.
     """
     out = Path(out)
     flag, force_flag = labels
@@ -42,6 +42,10 @@ def check_export_dir(out: str | Path, *, run_dir: str | Path | None = None, forc
         if real == run_real or real in run_real.parents:
             raise ConfigError(f"{flag} {out}: is or contains the run folder {run_dir}, which the export would replace; "
                               f"choose a folder of its own, e.g. {Path(run_dir) / 'onnx'}")
+    owner = run_owning_folder(out)
+    if owner is not None:  # force is for stray files, never a run's own (--force over RUN/vocab broke the run)
+        raise ConfigError(f"{flag} {out}: is a folder of the run {owner}, whose files the export would replace; "
+                          f"choose a folder of its own, e.g. {owner / 'onnx'}")
     if not out.is_dir():
         return ()
     markers = [m for m in RUN_MARKERS if (out / m).exists()]
