@@ -230,6 +230,25 @@ def test_a_flag_of_another_split_method_is_refused_not_ignored(tmp_path, capsys,
     assert not out.exists()
 
 
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--input", "INPUT"], "--input INPUT and --dataset movielens-100k each name the interactions to split: give one "
+                           "of them"),
+    (["--format", "sasrec"], "--format: how to read --input; --dataset movielens-100k is read in its own format, "
+                             "which would ignore it: leave it out, or split a file with --input"),
+    (["data.user_col=customer", "data.encoding=cp1252"], "data.user_col, data.encoding: how to read --input; "
+                                                         "--dataset movielens-100k is read in its own format"),
+])
+def test_dataset_with_a_flag_of_input_is_refused_not_ignored(tmp_path, capsys, flags, said):
+    """Before: `data split --dataset movielens-100k --input mine.csv` split MovieLens-100K and ignored mine.csv
+    without a word (train reads --data before --dataset), and --format / data.* were ignored the same way."""
+    paths = write_dataset(tmp_path / "src")
+    flags = [str(paths["all"]) if f == "INPUT" else f for f in flags]
+    out = tmp_path / "o"
+    assert main(["-q", "data", "split", "--dataset", "movielens-100k", "--out", str(out), *flags]) == 2
+    assert said.replace("INPUT", str(paths["all"])) in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_data_split_into_a_runs_data_folder_is_refused(tmp_path, capsys):
     """`data split --out RUN/data` replaced the split a run was trained on: `evaluate --run RUN` then scored
     another test set without a word (data/*.csv are read, not checksummed)."""

@@ -130,6 +130,23 @@ def _check_method_flags(args: argparse.Namespace) -> None:
                               f"--method {' or '.join(methods)} for it, or leave {flag} out")
 
 
+def _check_one_input(args: argparse.Namespace) -> None:
+    """--dataset is split as it is published: with --input too, the dataset was split and --input ignored without a
+    word (`train --dataset X --data F` reads F), and the settings that say how to read --input (--format, the data.*
+    overrides) were dropped as silently."""
+    if not args.dataset:
+        return
+    if args.input:
+        raise ConfigError(f"--input {args.input} and --dataset {args.dataset} each name the interactions to split: "
+                          "give one of them")
+    reading = (["--format"] if args.format is not None else []) + [
+        item.split("=", 1)[0].strip() for item in getattr(args, "overrides", None) or []]
+    if reading:
+        raise ConfigError(f"{', '.join(reading)}: how to read --input; --dataset {args.dataset} is read in its own "
+                          f"format, which would ignore {'it' if len(reading) == 1 else 'them'}: leave "
+                          f"{'it' if len(reading) == 1 else 'them'} out, or split a file with --input")
+
+
 def _split_left(args: argparse.Namespace) -> Callable[[], str]:
     """What a stopped `data split` left in ``--out``: its files are moved into place as one set, split_report.json
     last (:func:`~twotower.utils.atomic.atomic_write_set`), so a new report says the new split is there."""
@@ -160,6 +177,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     from twotower.utils.folder_lock import exclusive_writer
     from twotower.utils.whole_numbers import whole_numbers_as_integers
 
+    _check_one_input(args)
     _check_method_flags(args)
     defaults = DataConfig()
     args.ratios = ",".join(map(str, defaults.ratios)) if args.ratios is None else args.ratios
