@@ -121,6 +121,24 @@ def test_cli_with_a_split_column_then_bm25_evaluates_it(files, capsys):
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["Recall@10"] == 1.0
 
 
+def test_cut_flags_with_a_split_column_are_said_to_have_no_effect(files, caplog):
+    """`--split-col part --test-share 0.5` wrote the column's splits and dropped the 0.5 without a word."""
+    (files / "parts.csv").write_text("question,pid,part\nwhat,007,train\nwho,7,test\n", encoding="utf-8")
+    argv = ["-q", "search", "prepare", "--passages", str(files / "passages.csv"), "--pairs", str(files / "parts.csv"),
+            "--out", str(files / "beir"), "--passage-id-col", "pid", "--passage-text-col", "body",
+            "--query-col", "question", "--split-col", "part"]
+    with caplog.at_level("WARNING"):
+        assert main(argv + ["--test-share", "0.5", "--seed", "3"]) == 0
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [f"{flag} has no effect with --split-col part (each pair's split is read from that column); "
+                      "leave --split-col out to cut the queries by --test-share" for flag in ("--test-share 0.5",
+                                                                                              "--seed 3")]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert main(argv) == 0
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
 @pytest.mark.parametrize("flag", ["--query-id-col", "--score-col", "--split-col", "--passage-title-col",
                                   "--pair-passage-col", "--query-col", "--passage-id-col"])
 def test_an_empty_column_name_is_refused_naming_the_flag(flag, files, capsys):

@@ -240,6 +240,21 @@ def _prepare_config(args: argparse.Namespace):  # noqa: ANN202 - PrepareConfig
         raise ConfigError(fields_as_flags(str(e), "PrepareConfig", flag)) from None
 
 
+def _warn_unused_cut_flags(args: argparse.Namespace) -> None:
+    """--test-share and --seed cut the queries into train and test; with --split-col each pair's split is read from
+    that column instead, and `--split-col part --test-share 0.5` dropped the 0.5 without a word."""
+    from twotower.config import PrepareConfig
+
+    if args.split_col is None:
+        return
+    for flag, value, default in (("--test-share", args.test_share, PrepareConfig.test_share),
+                                 ("--seed", args.seed, PrepareConfig.seed)):
+        if value != default:
+            logging.getLogger(__name__).warning(
+                "%s %s has no effect with --split-col %s (each pair's split is read from that column); leave "
+                "--split-col out to cut the queries by --test-share", flag, value, args.split_col)
+
+
 def cmd_search_prepare(args: argparse.Namespace) -> int:
     from twotower.cli.paths import check_artefact_dir
     from twotower.errors import DataError
@@ -255,6 +270,7 @@ def cmd_search_prepare(args: argparse.Namespace) -> int:
     check_range("--test-share", args.test_share, 0, 1, hi_open=True)
     check_range("--seed", args.seed, 0, MAX_SEED, hi_said="2**64 - 1", why="the largest torch takes")
     cols = _prepare_config(args)
+    _warn_unused_cut_flags(args)
     try:
         with _out_writer(args, "twotower search prepare"):
             rep = prepare_beir(args.passages, args.pairs, args.out, cols, force=args.force)
