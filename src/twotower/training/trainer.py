@@ -65,7 +65,7 @@ from twotower.training.sequence import SequenceExamples
 from twotower.training.sequence_step import sequence_step
 from twotower.training.start_line import log_start
 from twotower.training.step import RecStep, loss_log_q, share, sync_grads
-from twotower.utils.runtime import flush_denormals, resolve_device
+from twotower.utils.runtime import epoch_seed, flush_denormals, resolve_device
 
 __all__ = ["Trainer", "TrainResult", "init_distributed", "resolve_device"]
 
@@ -259,7 +259,7 @@ class Trainer:
                 stopped = stop_reason(self, stopper, spent, epoch, resumed=resume and epoch == start_epoch)
                 if stopped:
                     break
-                self.torch_gen.manual_seed(self.cfg.seed * 1000 + epoch)
+                self.torch_gen.manual_seed(epoch_seed(self.cfg.seed, epoch))
                 horizon = schedule_horizon(self, epoch, spent)  # train.epochs, or where the time budget will end the fit
                 self.loop.scale_lr(epoch_lr_factor(epoch, horizon, self.cfg.lr_schedule))
                 te = time.perf_counter()

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["seed_everything", "set_threads", "scoped_threads", "restored_threads", "keeps_caller_state", "preserved_rng",
+__all__ = ["seed_everything", "epoch_seed", "set_threads", "scoped_threads", "restored_threads", "keeps_caller_state", "preserved_rng",
            "threads_from_env", "auto_threads", "run_threads", "flush_denormals", "flushes_denormals", "native_bf16",
            "resolve_device", "retain_freed_memory", "release_freed_memory", "freed_memory_retained", "available_memory",
            "trains_alone"]
@@ -43,6 +43,14 @@ def seed_everything(seed: int) -> np.random.Generator:
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
     return np.random.default_rng(seed)
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The torch seed of ``epoch`` of a run seeded ``seed``: ``seed * 1000 + epoch``, wrapped into the 64 bits
+    ``torch.Generator.manual_seed`` takes. Unwrapped, any train.seed above ~1.8e16 (the config allows up to
+    2**64 - 1) failed the first epoch with "Overflow when unpacking long long"; every seed below it keeps its
+    epochs' seeds, so runs made before train the same."""
+    return (seed * 1000 + epoch) % 2**64
 
 
 def threads_from_env(default: int | None = None) -> int | None:
