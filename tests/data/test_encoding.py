@@ -133,3 +133,18 @@ def test_the_decode_error_counts_from_the_line_start_after_a_byte_order_mark(tmp
     with pytest.raises(DataError, match="byte 0xe9 at character 6") as e:
         read_interactions(p)
     assert e.value.row == 2
+
+
+@pytest.mark.parametrize("given, wide", [("utf-16", "UTF-16"), ("UTF_32", "UTF-32")])
+@pytest.mark.parametrize("name, fmt", [("seq.txt", "auto"), ("seq.txt", "sasrec"), ("rows.csv", "auto")])
+def test_a_file_without_a_byte_order_mark_read_as_utf16_names_the_setting(tmp_path, given, wide, name, fmt):
+    """data.encoding=utf-16 (or utf-32) needs the byte-order mark to tell the byte order: on a UTF-8 file without
+    one a SASRec .txt failed with a traceback ("UnicodeError: UTF-16 stream does not start with BOM"), and a CSV with
+    "could not read as csv (UnicodeError: ...); check the format and the file suffix", naming neither setting nor fix."""
+    text = "1 5\n1 7\n2 5\n" if name.endswith(".txt") else "user_id,item_id\n1,5\n1,7\n"
+    p = write(tmp_path / name, text, "utf-8")
+    with pytest.raises(DataError, match=f"no byte-order mark.*data.encoding={given}.*{wide.lower()}-le") as e:
+        read_interactions(p, format=fmt, encoding=given)
+    assert e.value.file == str(p) and e.value.row == 1
+    little = write(tmp_path / f"le-{name}", text, f"{wide.lower()}-le")  # the same text, no BOM, its codec named
+    assert read_interactions(little, format=fmt, encoding=f"{wide.lower()}-le")["item_id"].tolist()[:2] == ["5", "7"]

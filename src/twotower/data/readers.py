@@ -790,10 +790,13 @@ def is_sasrec_file(path: str | Path, encoding: str = "utf-8") -> bool:
     p = Path(path)
     if p.suffix.lower() != ".txt" or not p.is_file():
         return False
-    with open(p, encoding=codec_for(encoding), errors="replace", newline="\n") as fh:
-        for line in fh:
-            if line.strip():
-                return bool(_SASREC_LINE.match(line.encode("utf-8")))
+    try:
+        with open(p, encoding=codec_for(encoding), errors="replace", newline="\n") as fh:
+            for line in fh:
+                if line.strip():
+                    return bool(_SASREC_LINE.match(line.encode("utf-8")))
+    except UnicodeError:  # utf-16 without a byte-order mark ("errors" does not cover it): the reader names the fix
+        return False
     return False
 
 

@@ -34,7 +34,8 @@ def codec_for(encoding: str) -> str:
 
 
 def check_wide_bom(path: Path, label: str, encoding: str) -> None:
-    """Refuse a UTF-16/32 file (by its byte-order mark) read in another encoding.
+    """Refuse a UTF-16/32 file (by its byte-order mark) read in another encoding, and a file without one read as
+    utf-16 / utf-32 (:func:`_check_bom_needed`).
 
     Excel's "Unicode Text" is UTF-16: read as UTF-8 it failed on byte 0xff with advice to try cp1252, and read
     as cp1252 every name and id came out as 'u\\x00s\\x00e\\x00r...', reported only as a missing column.
@@ -46,10 +47,23 @@ def check_wide_bom(path: Path, label: str, encoding: str) -> None:
     elif head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         wide = "utf-16"
     else:
+        _check_bom_needed(head, label, encoding)
         return
     if not codecs.lookup(encoding).name.startswith(wide):
         raise DataError(f"the file opens with a {wide.upper()} byte-order mark (Excel's 'Unicode Text' is UTF-16), "
                         f"but is read as {encoding!r}: set data.encoding={wide}", file=label, row=1, unit="line")
+
+
+def _check_bom_needed(head: bytes, label: str, encoding: str) -> None:
+    """Refuse a file without a byte-order mark read as ``utf-16`` / ``utf-32``, the codecs that tell the byte order
+    from it: Python raised "UTF-16 stream does not start with BOM", a traceback from the SASRec reader's format check
+    and "could not read as csv (UnicodeError: ...)" from the table reader, naming neither data.encoding nor the fix."""
+    wide = codecs.lookup(encoding).name
+    if not head or wide not in ("utf-16", "utf-32"):  # an empty file is refused as empty by the reader
+        return
+    raise DataError(f"the file has no byte-order mark, which data.encoding={encoding} needs to tell the byte order: "
+                    f"set data.encoding={wide}-le (or {wide}-be) for {wide.upper()} text without one, or the file's "
+                    "own encoding (utf-8, the default, for most files)", file=label, row=1, unit="line")
 
 
 def warn_if_utf8(path: Path, label: str, encoding: str, setting: str = ENCODING_SETTING) -> None:
