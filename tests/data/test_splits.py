@@ -67,6 +67,19 @@ def test_leave_last_n_out():
         leave_last_n_out(df, n=0)
 
 
+
+@pytest.mark.parametrize("n", [2**63 - 1, 10**30])
+def test_a_leave_n_larger_than_any_history_keeps_every_row_in_train_and_says_so(n, caplog):
+    """data.leave_n=1e30 (or 2**63 - 1) passed the config and then failed the split after the data was read with
+    "OverflowError: Python int too large to convert to C long" (a user's row count minus n, in int64); a large n
+    within int64 (1000) kept every user's rows in train with a warning, and so does any n now."""
+    df = make([("a", str(i), i) for i in range(5)] + [("b", "1", 1), ("b", "2", 2)])
+    with caplog.at_level("WARNING", logger="twotower.data.splits"):
+        s = leave_last_n_out(df, n)
+    assert len(s.train) == 7 and len(s.valid) == 0 and len(s.test) == 0
+    assert s.report["n"] == n and s.report["users_train_only"] == 2
+    assert f"fewer than the {2 * n + 1} interactions" in caplog.text
+
 def test_global_time_split_counts_cold():
     df = make([("a", "x", 1), ("a", "y", 5), ("b", "z", 6), ("a", "x", 9)])
     s = global_time_split(df, valid_start=5, test_start=8)

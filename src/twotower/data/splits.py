@@ -270,9 +270,12 @@ def leave_last_n_out(df: pd.DataFrame, n: int = DataConfig.leave_n) -> Split:
     n = int(n)
     _check_df(df)
     s, pos, m = _sorted_positions(df)
-    big = m >= 2 * n + 1
-    is_test = big & (pos >= m - n)
-    is_valid = big & ~is_test & (pos >= m - 2 * n)
+    # no user holds more rows than the frame, so a larger n splits as the frame's length does; unbounded, the
+    # arithmetic below left int64 (data.leave_n=1e30: "OverflowError: Python int too large to convert to C long")
+    k = min(n, len(s))
+    big = m >= 2 * k + 1
+    is_test = big & (pos >= m - k)
+    is_valid = big & ~is_test & (pos >= m - 2 * k)
     is_train = ~(is_test | is_valid)
     short_users = int(s.loc[~big, "user_id"].nunique())
     if not big.any():
