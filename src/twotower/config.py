@@ -426,6 +426,13 @@ def _check_tower_only(tower: TowerConfig, name: str, other: str, settings: tuple
 
 ITEM_ITEM_SOLVERS = ("auto", "dense", "low_rank")
 
+#: The largest item-item term weight (model.item_item.weights): the towers' cosine scores are at most 1, so at 1e6 the
+#: term already orders the lists almost alone (normalised towers), and past ~1e9 float32 keeps nothing of them in the
+#: sum. 1e39 was
+#: accepted and failed after the whole training ("value cannot be converted to type float without overflow": the
+#: weight is a float32 parameter)
+MAX_ITEM_ITEM_WEIGHT = 1_000_000
+
 
 @dataclass(frozen=True, kw_only=True)
 class ItemItemConfig:
@@ -442,7 +449,7 @@ class ItemItemConfig:
     #: fit the item-item term after training and add it to the scores, weighted as validation chooses
     # MovieLens-100K, seeds 42 / 7 / 1: valid NDCG@10 +6.6%, test Recall@20 +4.5% over the towers alone (docs/benchmarks.md)
     enabled: bool = True
-    #: the term's weights tried on validation, each >= 0 (0 = the towers alone)
+    #: the term's weights tried on validation, each in [0, 1,000,000] (0 = the towers alone)
     # 0.05: a sparse catalogue's low-rank term validated best at 0.1 and fell at 0.2 (docs/benchmarks.md)
     weights: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0)
     rank: int = 64  #: dimensions the item-item weights are factorised to, 1..4096
@@ -470,6 +477,9 @@ class ItemItemConfig:
 
         _check(len(self.weights) > 0 and all(w >= 0 and math.isfinite(w) for w in self.weights),
                "model.item_item.weights", f"must be one or more finite numbers >= 0, got {list(self.weights)}")
+        _check(max(self.weights) <= MAX_ITEM_ITEM_WEIGHT, "model.item_item.weights",
+               f"each must be at most {MAX_ITEM_ITEM_WEIGHT:,} (where the term already orders the lists almost alone: "
+               f"the towers' cosine scores are at most 1), got {max(self.weights):g}")
         _check(1 <= self.rank <= 4096, "model.item_item.rank", f"must be in 1..4096, got {said(self.rank)}")
         _check(len(self.lambdas) > 0 and all(lam > 0 and math.isfinite(lam) for lam in self.lambdas),
                "model.item_item.lambdas", f"must be one or more finite numbers > 0, got {list(self.lambdas)}")

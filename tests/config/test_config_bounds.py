@@ -51,3 +51,16 @@ def test_a_negative_count_no_batch_can_hold_is_refused_when_the_config_is_built(
     # a million-item sampled softmax stays the user's to ask for (the memory check sizes it against the machine)
     assert LossConfig(kind="sampled", sampled_negatives=1_000_000).sampled_negatives == 1_000_000
     assert LossConfig(uniform_negatives=10_000_000).uniform_negatives == 10_000_000
+
+
+def test_an_item_item_weight_past_any_use_is_refused_before_training():
+    """model.item_item.weights=[1e39] trained the whole run and then failed with a traceback ("RuntimeError: value
+    cannot be converted to type float without overflow": the weight is a float32 parameter)."""
+    from twotower.config import ItemItemConfig
+
+    with pytest.raises(ConfigError, match=r"^overrides: 'model\.item_item\.weights=\[0, 1e39\]': model\.item_item\.weights: "
+                                          r"each must be at most 1,000,000 .*got 1e\+39"):
+        load_config(overrides=["model.item_item.weights=[0, 1e39]"])
+    with pytest.raises(ConfigError, match=r"^model\.item_item\.weights: each must be at most 1,000,000"):
+        ItemItemConfig(weights=(0.0, 1e30))
+    assert ItemItemConfig(weights=(0.0, 1e6)).weights[-1] == 1e6

@@ -119,3 +119,16 @@ def test_resuming_a_run_saved_before_history_dropout_goes_on_without_it(tmp_path
     assert "train.epochs: 2 in the run, 3 now" in caplog.text
     assert "history_dropout" not in caplog.text
     assert json.loads((out / "config.json").read_text())["train"]["history_dropout"] == 0.0
+
+
+def test_a_run_saved_with_an_item_item_weight_refused_since_still_loads(tmp_path) -> None:
+    """model.item_item.weights past MAX_ITEM_ITEM_WEIGHT is refused since, and runs that tried such a weight (it
+    trained where it stayed within float32) still load: the weight reads as the bound, where the term alone orders
+    the lists as it did at theirs; the weight chosen is in the run's model weights, not in this grid."""
+    from twotower.config import MAX_ITEM_ITEM_WEIGHT
+    from twotower.pipeline.artifacts import saved_run_config
+
+    saved = config_to_dict(RunConfig())
+    saved["model"]["item_item"]["weights"] = [0.0, 0.5, 1e7]
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert saved_run_config(tmp_path / "config.json").model.item_item.weights == (0.0, 0.5, MAX_ITEM_ITEM_WEIGHT)

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from twotower.config import TRANSFORMER_ONLY, LossConfig, RunConfig, TowerConfig, TrainConfig, check_known_settings
+from twotower.config import MAX_ITEM_ITEM_WEIGHT, TRANSFORMER_ONLY, LossConfig, RunConfig, TowerConfig, TrainConfig, check_known_settings
 from twotower.errors import ConfigError
 from twotower.pipeline.run_files import RUN_MARKERS
 from twotower.utils.version import installed_version
@@ -92,7 +92,19 @@ def saved_config_dict(data: Any) -> Any:
     train = data.get("train") if isinstance(data, dict) else None
     if isinstance(train, dict) and train.get("precision") == "bf16" and train.get("device", TrainConfig.device) != "cpu":
         data = {**data, "train": {**train, "precision": "fp32"}}  # a GPU run trained in float32
-    return data
+    return _item_item_weights_bounded(data)
+
+
+def _item_item_weights_bounded(data: Any) -> Any:
+    """``data`` with the item-item weights tried past MAX_ITEM_ITEM_WEIGHT (refused since) read as that bound: the
+    term alone orders the lists there as it did at theirs, and the weight chosen is in the run's model weights."""
+    model = data.get("model") if isinstance(data, dict) else None
+    term = model.get("item_item") if isinstance(model, dict) else None
+    weights = term.get("weights") if isinstance(term, dict) else None
+    if not isinstance(weights, list) or not any(isinstance(w, (int, float)) and w > MAX_ITEM_ITEM_WEIGHT for w in weights):
+        return data
+    bounded = [min(w, MAX_ITEM_ITEM_WEIGHT) if isinstance(w, (int, float)) else w for w in weights]
+    return {**data, "model": {**model, "item_item": {**term, "weights": bounded}}}
 
 
 
