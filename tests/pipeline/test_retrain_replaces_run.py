@@ -314,6 +314,21 @@ def test_resume_on_another_split_of_the_same_users_and_items_is_refused(dataset,
     assert main([*args, "train.seed=1", "--resume", "--epochs", "2"]) == 0  # the run's own split resumes
 
 
+
+def test_resume_with_another_split_names_the_split_setting_that_changed(dataset, tmp_path, capsys):
+    """A resume on another split of the run's data named no setting: "(N rows now; e.g. other data.split settings
+    than the run's, or an edited FILE)" for --data, and for --dataset "(80,000 rows now; the run was trained with
+    one)". The split settings that differ from the run's are named, as the resume's log names other settings."""
+    out = tmp_path / "run"
+    args = ["-q", "train", "--data", str(dataset["all"]), "--out", str(out), *FAST, "--no-eval"]
+    assert main(args) == 0
+    assert main([*args, "data.split=random", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"the train interactions differ from the run's {out / 'data' / 'train.csv'}" in err
+    assert "data.split: 'temporal' in the run, 'random' now)" in err
+    assert main([*args, "data.ratios=[0.5,0.25,0.25]", "--resume"]) == 2
+    assert "data.ratios: [0.8, 0.1, 0.1] in the run, [0.5, 0.25, 0.25] now)" in capsys.readouterr().err
+
 def test_resume_with_another_valid_file_names_the_files_not_a_seed(dataset, tmp_path, capsys):
     """Before: "(9,596 rows now; e.g. another train.seed with data.split=temporal, or an edited file)" for a run
     trained on --train/--valid files, where no seed plays a part."""

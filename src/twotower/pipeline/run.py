@@ -733,7 +733,11 @@ def _why_part_differs(config: RunConfig, old: Any, name: str) -> str:
     """
     data = config.data
     before = old.get("data") if isinstance(old, dict) and isinstance(old.get("data"), dict) else {}
-    if data.path is None and before.get("path") is None:  # parts given as files, then and now
+    split = _split_settings_changed(config, old, before)
+    if split:
+        return split
+    source = data.path or data.dataset  # what data.split cuts, now
+    if source is None and before.get("path") is None and before.get("dataset") is None:  # parts given as files
         given, then = getattr(data, name), before.get(name)
         # config.json records absolute paths (runs saved before, the paths as given): compare the files named
         if then and (not given or os.path.abspath(given) != os.path.abspath(then)):
@@ -741,8 +745,26 @@ def _why_part_differs(config: RunConfig, old: Any, name: str) -> str:
                 f"the run was trained with --{name} {then}"
         return f"the file {given} was edited since" if given else "the run was trained with one"
     if data.split == "random":
-        return f"e.g. another train.seed or data.ratios with data.split=random, or an edited {data.path}"
-    return f"e.g. other data.split settings than the run's, or an edited {data.path or 'data file'}"
+        return f"e.g. another train.seed or data.ratios with data.split=random, or an edited {source or 'data file'}"
+    return f"e.g. other data.split settings than the run's, or an edited {source or 'data file'}"
+
+
+#: the data.* settings that decide how data.path or data.dataset is cut into train / valid / test
+SPLIT_SETTINGS = ("dataset", "split", "ratios", "leave_n", "valid_start", "test_start")
+
+
+def _split_settings_changed(config: RunConfig, old: Any, before: dict[str, Any]) -> str | None:
+    """The split settings (and train.seed under data.split=random) that differ from the run's, as the resume's log
+    names settings ("data.split: 'temporal' in the run, 'random' now"), or None. Without them a --dataset run
+    resumed on another split was refused with "(80,000 rows now; the run was trained with one)"."""
+    if config.data.path is None and config.data.dataset is None:
+        return None  # parts given as files: no split setting plays a part
+    now = config_to_dict(config)
+    leaves = [(f"data.{k}", before[k], now["data"][k]) for k in SPLIT_SETTINGS if k in before and before[k] != now["data"][k]]
+    seed = old.get("train", {}).get("seed") if isinstance(old.get("train"), dict) else None
+    if config.data.split == "random" and seed is not None and seed != config.train.seed:
+        leaves.append(("train.seed", seed, config.train.seed))
+    return "; ".join(_described(leaf) for leaf in leaves) or None
 
 
 def run_inputs(config: RunConfig) -> tuple[str | None, ...]:
