@@ -166,7 +166,7 @@ def test_ivf_remove_is_real_and_survives_save(catalogue, tmp_path):
     assert len(load_index(tmp_path / "i")) == len(x)
 
 
-@pytest.mark.parametrize("factory", ["ivf", "ivfpq,RFlat"])
+@pytest.mark.parametrize("factory", ["ivf", "ivfpq,RFlat", "PCA16,IVF50,Flat", "OPQ4,IVF50,PQ4x4"])
 def test_exclusions_widen_nprobe_when_the_probed_lists_run_dry(catalogue, factory):
     # nprobe=1 sees one list (~40 vectors); excluding all but 10 ids forces deepening beyond it
     x, ids, q = catalogue
@@ -178,14 +178,28 @@ def test_exclusions_widen_nprobe_when_the_probed_lists_run_dry(catalogue, factor
     assert index.search_params == {"nprobe": 1}  # widening is per call, the setting is untouched
 
 
-def test_ivf_returns_k_without_exclusions_when_probed_lists_are_short(catalogue):
-    # nprobe=1 sees one list of ~40 vectors; k=100 must still come back full (deepened, not padded)
+@pytest.mark.parametrize("factory", ["IVF50,Flat", "PCA16,IVF50,Flat"])
+def test_ivf_returns_k_without_exclusions_when_probed_lists_are_short(catalogue, factory):
+    # nprobe=1 sees one list of ~40 vectors; k=100 must still come back full (deepened, not padded), an IVF behind a
+    # pre-transform (in the id map FaissIndex wraps it in) too: rows came back padded, up to 75 of the 100 missing
     x, ids, q = catalogue
-    index = FaissIndex("IVF50,Flat", nprobe=1).build(x, ids)
+    index = FaissIndex(factory, nprobe=1).build(x, ids)
     res = index.search(q[:4], 100)
     assert (res.ids != -1).all()
     assert all(len(set(row.tolist())) == 100 for row in res.ids)
     assert index.search_params == {"nprobe": 1}
+
+
+@pytest.mark.parametrize("factory", ["IVF50,Flat", "PCA16,IVF50,Flat", "OPQ4,IVF50,PQ4x4"])
+def test_an_allow_list_outside_the_probed_lists_is_filled(catalogue, factory):
+    # 10 allowed ids spread over the catalogue, scored within the search (exact_subset_max=0): each row holds all 10,
+    # an IVF behind a pre-transform (PCA, OPQ) too, whose nprobe was never widened (rows came back nearly empty)
+    x, ids, q = catalogue
+    index = FaissIndex(factory, nprobe=1).build(x, ids)
+    allowed = ids[::200]
+    res = index.search(q[:5], 10, allow=allowed, exact_subset_max=0)
+    for row in res.ids:
+        assert sorted(row.tolist()) == sorted(allowed.tolist())
 
 
 def test_training_sample_is_sized_to_the_list_count(catalogue, caplog):
