@@ -727,6 +727,7 @@ class FaissIndex(VectorIndex):
         self._params: dict[str, Any] = {}
         self._index: Any = None  # CPU master copy
         self._gpu: Any = None
+        self._mapped = False  # _index reads its codes from the saved file (load_index(mmap=True)), read-only
         self._ids = np.empty(0, dtype=np.int64)  # live ids [N]
         self._tomb = np.empty(0, dtype=np.int64)  # removed but still stored (index cannot delete)
         self._max_norm: float | None = None  # cache for a flat index's tie scan, reset whenever the contents change
@@ -815,7 +816,7 @@ class FaissIndex(VectorIndex):
             # FAISS's k-means says nothing through logging (its verbose mode writes \r lines): minutes at 1M items
             log.info("trained %s in %.1fs", self.factory, time.perf_counter() - t0)
         train_s = time.perf_counter() - t0
-        self._index, self._gpu = index, None
+        self._index, self._gpu, self._mapped = index, None, False
         self._ids = np.empty(0, dtype=np.int64)
         self._tomb = np.empty(0, dtype=np.int64)
         self._params = {}
@@ -843,6 +844,14 @@ class FaissIndex(VectorIndex):
         self._ids = np.concatenate([self._ids, ids])
         self._max_norm = None
 
+    def _own_index(self) -> None:
+        """Read a mapped index into memory before it changes: FAISS writes into its codes and lists in place, and on
+        the read-only file map that killed the process (a segfault, or "cannot be performed on a viewed vector")."""
+        if self._mapped:
+            faiss = _faiss()
+            self._index = faiss.deserialize_index(faiss.serialize_index(self._index))
+            self._mapped = False
+
     def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
         if self._index is None:
             self.build(vectors, ids)
@@ -858,6 +867,7 @@ class FaissIndex(VectorIndex):
                 f"ids {reused[:10].tolist()} were removed from a {self.factory} index, which FAISS cannot "
                 "delete from; rebuild the index to reuse them"
             )
+        self._own_index()
         self._add_checked(vectors, ids)
         self._sync_gpu()
 
@@ -867,6 +877,7 @@ class FaissIndex(VectorIndex):
         present = np.intersect1d(np.asarray(ids, dtype=np.int64).ravel(), self._ids)
         if not present.size:
             return 0
+        self._own_index()
         try:
             self._index.remove_ids(present)
         except RuntimeError:
@@ -1171,6 +1182,7 @@ class FaissIndex(VectorIndex):
         # quantizers are still read into memory
         flags = (faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY) if mmap and hasattr(faiss, "IO_FLAG_MMAP_IFC") else 0
         index._index = faiss.read_index(str(directory / "index.faiss"), flags)
+        index._mapped = bool(flags)
         index.factory = meta.get("factory")
         index._ids = np.load(directory / "ids.npy", allow_pickle=False, mmap_mode="r" if mmap else None)
         index._build_params = dict(meta.get("build_params", {}))
