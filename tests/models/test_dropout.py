@@ -24,6 +24,19 @@ def test_drops_at_the_rate_asked_and_keeps_the_expectation() -> None:
     assert abs(float(y.mean()) - 1.0) < 0.005
 
 
+@pytest.mark.parametrize("p", [0.999995, 1 - 2**-17, np.nextafter(1.0, 0.0)])
+def test_a_rate_that_rounds_to_one_keeps_one_level(p: float) -> None:
+    # the config takes any rate below 1; rounded to 1/65536 such a rate was 65536/65536, and the mask's scale a
+    # ZeroDivisionError in the first training step. It keeps 1 of the 65536 levels (kept values scaled by 65536)
+    torch.manual_seed(0)
+    x = torch.ones(2_000_000)
+    y = dropout(x, p)
+    layer = Dropout(p)
+    assert torch.isfinite(y).all() and torch.isfinite(layer(x)).all()
+    assert set(y.unique().tolist()) <= {0.0, 65536.0}
+    assert 0 < int((y != 0).sum()) < 100  # about 2,000,000 / 65536 = 31 kept
+
+
 def test_masks_follow_torch_seed() -> None:
     x = torch.randn(8, 50, 16)
     torch.manual_seed(3)

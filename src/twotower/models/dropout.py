@@ -8,7 +8,7 @@ encoder (seven masks of [B, L, H] a step) was 8% of an ML-1M training step;
 on the default recommender's two MLP masks ([512, 256] each) it was
 18% of a step; numpy's PCG64 gives 16 random bits an element at ~1.5 ns, and ``bits >= k``
 with ``k = round(p * 65536)`` keeps an element with probability
-``1 - k / 65536`` (``p`` rounded to a multiple of 1/65536; the scale uses the
+``1 - k / 65536`` (``p`` rounded to a multiple of 1/65536, at most 65535/65536; the scale uses the
 rounded value, so ``E[y] = x`` exactly).
 
 Each call seeds its own numpy generator from one draw of torch's default
@@ -70,13 +70,20 @@ def draw_mask(p: float, shape: tuple[int, ...], seed: int | None = None) -> Tens
     one seed of torch's default generator as :func:`dropout` draws it. ``seed``: that draw, made by the caller
     (``torch.randint(0, 2**62, (n,))`` gives the seeds of ``n`` masks in one call, the same numbers as ``n`` calls
     of one)."""
-    k = round(p * _LEVELS)
+    k = _dropped_levels(p)
     if seed is None:
         seed = int(torch.randint(0, 2**62, (1,)))
     bits = _uint16_bits(seed, math.prod(shape))  # [prod(shape)]
     mask = (bits >= k).astype(np.float32)
     mask *= _LEVELS / (_LEVELS - k)
     return torch.from_numpy(mask).view(shape)
+
+
+def _dropped_levels(p: float) -> int:
+    """``k``: of the 65536 levels of a mask's random bits, how many drop an element (``p`` rounded to 1/65536)."""
+    # at most all levels but one: a rate the config takes (any p < 1) from 1 - 2**-17 on rounded to all of them,
+    # and the kept values' scale 65536 / (65536 - k) was a ZeroDivisionError in the first training step
+    return min(round(p * _LEVELS), _LEVELS - 1)
 
 
 # the masks drawn ahead for the forward pass running in this context, in call order (None: each Dropout draws)
