@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import os
 from dataclasses import replace
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from twotower.cli.id_lists import split_comma_list
@@ -172,8 +173,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     from twotower.data.readers import read_interactions
     from twotower.data.splits import global_time_split
     from twotower.pipeline.sources import _read_counts, _split, column_map
-    from twotower.utils.atomic import atomic_write_set, json_text, sha256_bytes
-    from twotower.utils.csv_text import frame_to_csv
+    from twotower.utils.atomic import atomic_write_set
     from twotower.utils.folder_lock import exclusive_writer
     from twotower.utils.whole_numbers import whole_numbers_as_integers
 
@@ -260,11 +260,9 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     report["files"] = {}
     for name, table in tables.items():
         if table is not None:
-            log.info("data split: writing %s.csv (%d rows)", name, len(table))
-            data = files[out / f"{name}.csv"] = frame_to_csv(table).encode("utf-8")
-            report["files"][f"{name}.csv"] = {"sha256": sha256_bytes(data), "rows": len(table)}
-    files[out / "split_report.json"] = json_text(report).encode("utf-8")
-    log.info("data split: saving %d files (%.0f MB) into %s", len(files), sum(map(len, files.values())) / 1e6, out)
+            files[out / f"{name}.csv"] = _csv_pieces(f"{name}.csv", table, report["files"])
+    files[out / "split_report.json"] = _report_piece(report)
+    log.info("data split: saving %d files into %s", len(files), out)
     earlier_split = (out / "split_report.json").is_file()
     # one writer at a time: two splits into one folder at once could interleave their moves (this one's train.csv
     # beside the other's test.csv); each set is whole, and the second is refused rather than mixed in
@@ -285,6 +283,28 @@ def cmd_data_split(args: argparse.Namespace) -> int:
           + (f"; {dropped} duplicate row(s) of the input dropped ({read['duplicates_dropped']} exact, "
              f"{read['conflicting_duplicates_dropped']} with another rating)" if dropped else ""))
     return 0
+
+
+def _csv_pieces(name: str, table: Any, listed: dict[str, Any]) -> Iterator[bytes]:
+    """The file's bytes a block of rows at a time, its sha256 and rows put in ``listed`` once the last is written:
+    the whole text of a 16M-row train.csv, held with the other files' until all were written, took `data split`
+    of 20M rows to 7.7 GB where reading and splitting them took 1.7 GB."""
+    from twotower.utils.csv_text import frame_to_csv_blocks
+
+    log.info("data split: writing %s (%d rows)", name, len(table))
+    digest = hashlib.sha256()
+    for text in frame_to_csv_blocks(table):
+        data = text.encode("utf-8")
+        digest.update(data)
+        yield data
+    listed[name] = {"sha256": digest.hexdigest(), "rows": len(table)}
+
+
+def _report_piece(report: dict[str, Any]) -> Iterator[bytes]:
+    """split_report.json, made when its turn to be written comes: after the files whose digests it lists."""
+    from twotower.utils.atomic import json_text
+
+    yield json_text(report).encode("utf-8")
 
 
 def _maybe_int(v: str | None):

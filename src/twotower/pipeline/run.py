@@ -49,7 +49,7 @@ from twotower.training.hooks import draw_curves
 from twotower.training.trainer import TrainResult, init_distributed
 from twotower.utils.arguments import check_flag
 from twotower.utils.atomic import check_output_dir  # the check `twotower train` makes of --out
-from twotower.utils.csv_text import frame_to_csv
+from twotower.utils.csv_text import csv_sha256
 from twotower.utils.dtypes import float32_default
 from twotower.utils.folder_lock import exclusive_writer
 from twotower.utils.runtime import (freed_memory_retained, preserved_rng, run_threads, scoped_threads, seed_everything,
@@ -641,7 +641,7 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
     from twotower.config import config_to_dict
     from twotower.data.vocab import Vocabulary
     from twotower.text.encoder import backend_of, same_encoder_id
-    from twotower.utils.atomic import read_json, sha256_bytes, sha256_file
+    from twotower.utils.atomic import read_json, sha256_file
 
     fix = "resume with the run's settings and data, or train into another folder without --resume"
     saved = out / "config.json"
@@ -693,7 +693,7 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
         path, df = out / "data" / f"{name}.csv", getattr(prep.sources, name)
         if df is None and run_part_file(out, name) is None:
             continue  # no such part, then or now (runs saved before kept an empty split part as a header-only file)
-        if path.is_file() and (df is None or sha256_bytes(frame_to_csv(df).encode("utf-8")) != sha256_file(path)):
+        if path.is_file() and (df is None or csv_sha256(df) != sha256_file(path)):
             now = "no such split" if df is None else plural(len(df), "row")
             raise ConfigError(
                 f"cannot resume {out}: the {name} interactions differ from the run's {path} ({now} now; "

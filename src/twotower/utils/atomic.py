@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -398,18 +399,24 @@ def json_text(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
 
 
-def atomic_write_set(files: dict[Path, bytes]) -> None:
+def atomic_write_set(files: Mapping[Path, bytes | Iterable[bytes]]) -> None:
     """Write files that are read together (a split's train/valid/test) as one set, in the order given.
 
     Every file is first written and synced to a temporary beside it; only then are they moved into place,
     one rename after another. A crash or Ctrl-C while writing (the slow part) leaves every old file as it
     was, instead of a new ``train.csv`` beside the previous split's ``valid.csv`` and ``test.csv``.
+
+    A file's content is its bytes, or pieces of them (a generator, consumed as it is written: a large file need
+    not be held in memory whole); the files are written in the order given, so a generator may use what the
+    files before it recorded as they were written (a report of their digests).
     """
     with contextlib.ExitStack() as stack:
-        for target, data in reversed(files.items()):  # the stack moves the last one entered into place first
-            tmp = stack.enter_context(atomic_path(target))
-            with open(tmp, "wb") as fh:
-                fh.write(data)
+        # the stack moves the last one entered into place first: entered in reverse, they move in the order given
+        temps = {target: stack.enter_context(atomic_path(target)) for target in reversed(list(files))}
+        for target, data in files.items():
+            with open(temps[target], "wb") as fh:
+                for piece in ((data,) if isinstance(data, (bytes, bytearray, memoryview)) else data):
+                    fh.write(piece)
                 fh.flush()
                 os.fsync(fh.fileno())
         with signals_deferred():  # a Ctrl-C between two moves left a new train.csv beside the old valid/test.csv
