@@ -226,7 +226,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
             log.info("data split: reading %s (%.0f MB)", args.input, os.path.getsize(args.input) / 1e6)
         # read as `train` reads it (data.*_col, data.format); the frame has the canonical column names
         df = read_interactions(args.input, column_map(reading), format=reading.format, encoding=reading.encoding,
-                               time_unit=reading.time_unit)
+                               time_unit=reading.time_unit, log_every_s=TrainConfig.log_every_s)
     else:
         raise ConfigError("data split needs --input FILE or --dataset movielens-100k")
     log.info("data split: sorting %d rows by user, time and item, then splitting them (--method %s)", len(df),

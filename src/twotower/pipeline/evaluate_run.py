@@ -70,7 +70,8 @@ def run_matrices(run: TrainedRun) -> RunMatrices:
         if path is None:
             mats[name] = None
             continue
-        df = read_interactions(path)
+        train_cfg = run.config.train  # the run's own progress settings: a 16M-row data/train.csv read in silence
+        df = read_interactions(path, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
         enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=name, quiet=True)  # told at training
         report[name] = _file_report(df, r)
         mats[name] = to_csr(enc)

@@ -85,7 +85,8 @@ def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = 
     """The run's data, read and checked; ``frames`` gives inputs as DataFrames (see ``load_sources``)."""
     check_run_config(config, "prepare_data")
     prep = prepare(load_sources(config.data, seed=config.train.seed, frames=frames,
-                                embeds_titles=_text_setting(config)))
+                                embeds_titles=_text_setting(config),
+                                log_every_s=config.train.log_every_s if config.train.progress else None))
     if prep.test is not None and len(prep.test) == 0:
         # likewise: the closing evaluation scored 0 users and wrote a table (and metrics.json) of NaN
         log.warning("test: none of its %s is usable (each names a user or item outside the run's vocabularies), so "

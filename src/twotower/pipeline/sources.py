@@ -72,7 +72,7 @@ def column_map(cfg: DataConfig) -> ColumnMap:
 
 
 def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mapping[str, pd.DataFrame] | None = None,
-                 embeds_titles: bool | str = False) -> Sources:
+                 embeds_titles: bool | str = False, log_every_s: float | None = None) -> Sources:
     """Read and split according to ``cfg``.
 
     Precedence: explicit ``train`` (+ ``valid``/``test``) files, then a single
@@ -109,7 +109,7 @@ def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mappi
 
     def read(name: str) -> pd.DataFrame:
         return read_interactions(_source(name), columns, name=str(name), format=cfg.format, encoding=cfg.encoding,
-                                 time_unit=cfg.time_unit)
+                                 time_unit=cfg.time_unit, log_every_s=log_every_s)
 
     def read_held_out(name: str) -> pd.DataFrame | None:
         if getattr(cfg, name) is None:

@@ -73,6 +73,12 @@ class RateLog:
         self.done, self.note = done, note
         self._line_if_due()
 
+    def close(self) -> None:
+        """Take the bar down where the count stopped short of an estimated total (a file's lines, of which blank
+        ones hold no row): ``update`` closes it only on reaching the total."""
+        if self.bar is not None:
+            self.bar.close()
+
     def grow(self, more: int = 1) -> None:
         """``more`` steps beyond the total announced (a grid extended while it runs): "7 / 6 tried, ETA -0s" was
         said of ItemKNN's k grid, extended downwards after its 6 settings."""
