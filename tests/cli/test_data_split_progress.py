@@ -40,3 +40,31 @@ def test_reading_a_large_input_logs_rows_read_and_an_eta(tmp_path, caplog, monke
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"reading {path}: ")]
     assert [line.split(",")[0] for line in lines] == [f"reading {path}: {n} / 40 rows" for n in (10, 20, 30, 40)]
     assert all("rows/s, ETA" in line for line in lines)
+
+
+def test_a_long_sort_and_split_says_it_is_still_running(tmp_path, caplog, monkeypatch):
+    """The sort and split of 20M rows took 97-107 s with no line after "data split: sorting 20000000 rows ..."."""
+    import time
+
+    import twotower.pipeline.sources as sources
+    from twotower.config import TrainConfig
+
+    real = sources._split
+
+    def slow(*args, **kwargs):
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sources, "_split", slow)
+    monkeypatch.setattr(TrainConfig, "log_every_s", 0.02)
+    path = tmp_path / "in.csv"
+    pd.DataFrame({"user_id": [f"u{i % 4}" for i in range(40)], "item_id": [f"i{i}" for i in range(40)],
+                  "timestamp": range(40)}).to_csv(path, index=False)
+    with caplog.at_level(logging.INFO, logger="twotower"):
+        assert main(["data", "split", "--input", str(path), "--out", str(tmp_path / "o")]) == 0
+    lines = [r.getMessage() for r in caplog.records]
+    beats = [i for i, line in enumerate(lines) if line.startswith("data split: sorting and splitting: still running")]
+    assert beats
+    sorting = next(i for i, line in enumerate(lines) if line.startswith("data split: sorting 40 rows"))
+    split = next(i for i, line in enumerate(lines) if line.startswith("temporal split:"))
+    assert sorting < beats[0] and beats[-1] < split
