@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from twotower.errors import ConfigError
 from twotower.evaluation.baselines import EASE, tune_ease
 from twotower.evaluation.low_rank_ease import LowRankEASE, gram_eigenpairs, tune_low_rank_ease
+from twotower.evaluation.protocol import topk_excluding
 
 
 def _interactions(users: int, items: int, per_user: int, seed: int = 0) -> sp.csr_matrix:
@@ -47,6 +48,19 @@ def test_with_every_eigenpair_kept_it_is_ease_off_the_diagonal() -> None:
     scores = LowRankEASE(l2=20.0, k=40, seed=1).fit(x).score(np.arange(5))
     expected = history @ dense
     assert np.allclose(scores[history == 0], expected[history == 0], atol=1e-4)
+
+
+def test_with_every_eigenpair_kept_the_history_items_score_as_in_ease_too() -> None:
+    # ranked without excluding the history (`evaluate --no-exclude-seen`), the product's diagonal (up to
+    # 1/(λ d_j), where EASE's B has zeros) put every history item first: ML-100K's low-rank row had Recall@10 0
+    x = _interactions(300, 40, 6)
+    dense = EASE(l2=20.0).fit(x)
+    low = LowRankEASE(l2=20.0, k=40, seed=1).fit(x)
+    users = np.arange(5)
+    assert np.allclose(low.score(users), dense.score(users), atol=1e-4)
+    assert np.array_equal(topk_excluding(low.score(users), 10), topk_excluding(dense.score(users), 10))
+    history = sp.csr_matrix(x[:5].toarray() * 3.0)  # any stored value is one interaction, as fit reads it
+    assert np.allclose(low.score_history(history), dense.score_history(history), atol=1e-4)
 
 
 def test_the_leading_eigenpairs_are_those_of_the_gram_matrix_and_the_seed_fixes_them() -> None:

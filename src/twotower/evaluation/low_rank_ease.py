@@ -9,10 +9,10 @@ item Gram matrix ``G = XᵀX``: ``I³`` flops and ``I²`` memory. Keep instead t
     d = diag(P) = Σ_k V_ik² / (s_k² + λ) + (1 − Σ_k V_ik²) / λ
 
 and EASE's ``B = I − P diag(1/d)`` is, off its diagonal, ``(V F)(diag(1/d) V)ᵀ``. A history ``x`` scores item
-``j`` with ``Σ_i x_i B_ij``, where ``B_jj`` (zero) only meets ``x_j``: an item of the history, which every
-protocol excludes. So every other item's score is ``x (V F) (diag(1/d) V)ᵀ``, a rank-``k`` product held in
-``O(I·k)`` memory. Items of the history get a score the dense EASE would not give them (the product's
-diagonal); leave them out, as :func:`~twotower.evaluation.protocol.evaluate` does.
+``j`` with ``Σ_i x_i B_ij``, where ``B_jj`` (zero) only meets ``x_j``: an item of the history. So every item's
+score is ``x (V F) (diag(1/d) V)ᵀ``, a rank-``k`` product held in ``O(I·k)`` memory, less ``x_j`` times the
+product's diagonal (``1/(λ d_j) − 1``, not EASE's zero) for the items of the history: ranked without excluding
+the history (`evaluate --no-exclude-seen`), they are scored as the dense EASE scores them.
 
 Cost: a few passes of ``X`` over ``k`` columns (``O(nnz·k)``) and QR factorisations of ``[I, k]`` blocks.
 On MovieLens-1M's 3,416 items, 256 eigenpairs validate at NDCG@10 0.0506 against the dense solve's 0.0518.
@@ -136,7 +136,7 @@ class LowRankEASE(_HistoryBaseline):
         self.l2, self.k, self.seed = _check_l2(l2, "LowRankEASE.l2"), int(k), check_seed(seed, "LowRankEASE.seed")
         self._eigen: tuple[np.ndarray, np.ndarray] | None = None
         self._factors: tuple[np.ndarray, np.ndarray] | None = None
-        self._scoring: tuple[np.ndarray, np.ndarray] | None = None
+        self._scoring: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def _fit(self, x: sp.csr_matrix) -> None:
         self._eigen = gram_eigenpairs(x, self.k, self.seed)
@@ -171,9 +171,16 @@ class LowRankEASE(_HistoryBaseline):
     def _score(self, history: sp.csr_matrix) -> np.ndarray:
         if self._scoring is None:  # float32 products: twice the float64 speed, and EASE's dense B is float32 too
             a, c = self.factors()
-            self._scoring = (a.astype(np.float32), np.ascontiguousarray(c.T, dtype=np.float32))
-        a32, ct32 = self._scoring
-        return np.asarray(history @ a32) @ ct32  # [U', I]
+            diagonal = np.einsum("ik,ik->i", a, c)  # [I] the product's diagonal, where EASE's B has zeros
+            self._scoring = (a.astype(np.float32), np.ascontiguousarray(c.T, dtype=np.float32),
+                             diagonal.astype(np.float32))
+        a32, ct32, diagonal = self._scoring
+        scores = np.asarray(history @ a32) @ ct32  # [U', I]
+        # a history item's own term x_j B_jj is zero in EASE: unmasked (--no-exclude-seen) the product's diagonal,
+        # up to 1/(λ d_j), put every history item first (ML-100K, λ=100: Recall@10 0.0000 where EASE has 0.0098)
+        rows = np.repeat(np.arange(history.shape[0]), np.diff(history.indptr))
+        scores[rows, history.indices] -= history.data * diagonal[history.indices]
+        return scores
 
 
 def tune_low_rank_ease(
