@@ -5,7 +5,7 @@ import torch
 from twotower.errors import DataError
 from twotower.losses.base import LossBatch, corrected_logits
 from twotower.losses.corrections import accidental_hit_pairs, columns_in_range
-from twotower.losses.softmax import InBatchSoftmax
+from twotower.losses.softmax import InBatchSoftmax, SampledSoftmax
 
 
 def _qc(b=4, n=6, d=3):
@@ -62,6 +62,27 @@ def test_in_batch_softmax_refuses_a_log_q_that_is_not_finite(bad, distinct):
     batch.log_q = log_q.double()
     with pytest.raises(DataError, match="log_q is not finite"):
         InBatchSoftmax(0.1)(q, c, batch)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_sampled_softmax_refuses_a_log_q_that_is_not_finite(bad):
+    """The sampled softmax read log_q without the in-batch one's checks: a -inf gave a loss of NaN, no error."""
+    q, c = _qc()
+    log_q = torch.full((6,), -3.0)
+    log_q[5] = bad
+    batch = LossBatch(positive_ids=torch.tensor([10, 11, 12, 13]), candidate_ids=torch.tensor([10, 11, 12, 13, 14, 15]),
+                      log_q=log_q)
+    with pytest.raises(DataError, match="log_q is not finite"):
+        SampledSoftmax(0.1)(q, c, batch)
+    loss, _ = SampledSoftmax(0.1, logq=False)(q, c, batch)  # a correction turned off does not read it
+    assert torch.isfinite(loss)
+
+
+def test_sampled_softmax_refuses_a_log_q_of_another_length():
+    """A log_q of the negatives alone failed in torch.expand ("The expanded size of the tensor (2) must match ...")."""
+    q, c = _qc()
+    with pytest.raises(DataError, match=r"log_q must be \[N\]=6 \(one per candidate\), got \(2,\)"):
+        SampledSoftmax(0.1)(q, c, LossBatch(log_q=torch.zeros(2)))
 
 
 def test_a_finite_log_q_passes_the_check():

@@ -36,6 +36,7 @@ from twotower.losses.base import (
     LossOutput,
     RetrievalLoss,
     check_embeddings,
+    check_log_q_finite,
     check_temperature,
     corrected_logits,
     loss_from_logits,
@@ -222,12 +223,15 @@ class SampledSoftmax(_Softmax):
         b, n = queries.shape[0], candidates.shape[0]
         if n <= b:
             raise DataError(f"sampled softmax needs candidates [B + M] = B={b} positives plus negatives, got {n}")
+        if batch.log_q is not None and batch.log_q.shape != (n,):  # refused as the other softmax losses refuse it
+            raise DataError(f"log_q must be [N]={n} (one per candidate), got {tuple(batch.log_q.shape)}")
         pos = (queries * candidates[:b]).sum(1, keepdim=True)  # [B, 1]
         neg = queries @ candidates[b:].T  # [B, M]
         scores = torch.cat([pos, neg], dim=1)  # [B, 1 + M]: the positive is column 0
         cols = torch.zeros(b, dtype=torch.long, device=queries.device)
         lq = None
         if self.logq and batch.log_q is not None:
+            check_log_q_finite(batch.log_q)  # a -inf (an item of probability 0) made the loss NaN without a word
             lq = torch.cat([batch.log_q[:b].unsqueeze(1).expand(b, 1), batch.log_q[b:].unsqueeze(0).expand(b, n - b)], 1)
         logits = scores / self.temperature
         if lq is not None:
