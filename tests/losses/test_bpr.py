@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from twotower.errors import DataError
-from twotower.losses import BPRLoss, bpr_from_scores
+from twotower.losses import BPRLoss, LossBatch, bpr_from_scores
 
 
 def test_hand_value() -> None:
@@ -60,3 +60,23 @@ def test_temperature_scales_the_scores():
     q, p, n = (torch.randn(4, 3, generator=g) for _ in range(3))
     # s/T with T=0.5 is the same as doubling the query
     assert torch.allclose(BPRLoss(0.5)(q, p, n), BPRLoss(1.0)(2 * q, p, n))
+
+
+@pytest.mark.parametrize("weights, why", [
+    (torch.tensor([2.0]), r"weights must have shape \(3,\)"),  # broadcast: the sum of the three rows, not their mean
+    (torch.zeros(3), "not all zero"),  # a loss of NaN
+    (torch.tensor([1.0, -1.0, 1.0]), "non-negative"),
+    (torch.tensor([1.0, float("nan"), 1.0]), "finite"),
+])
+def test_weights_are_refused_as_the_softmax_losses_refuse_them(weights, why) -> None:
+    pos, neg = torch.tensor([1.0, 0.0, -1.0]), torch.zeros(3, 2)
+    with pytest.raises(DataError, match=why):
+        bpr_from_scores(pos, neg, weights)
+    q = torch.eye(3)
+    with pytest.raises(DataError, match=why):
+        BPRLoss(1.0)(q, torch.cat([q, q.flip(0), q.flip(0)]), LossBatch(weights=weights))
+
+
+def test_equal_weights_give_the_plain_mean() -> None:
+    pos, neg = torch.tensor([1.0, 0.0, -1.0]), torch.randn(3, 2, generator=torch.Generator().manual_seed(0))
+    assert torch.allclose(bpr_from_scores(pos, neg, torch.full((3,), 2.0)), bpr_from_scores(pos, neg))

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from twotower.losses.side_gradient import SideGradient
 
 __all__ = ["LossBatch", "RetrievalLoss", "TINY_TEMPERATURE", "check_temperature", "corrected_logits", "loss_from_logits",
-           "USEFUL_TEMPERATURES", "temperature_suspect", "temperature_warning", "top_is_positive"]
+           "USEFUL_TEMPERATURES", "temperature_suspect", "temperature_warning", "top_is_positive", "weighted_mean"]
 
 NEEDS = ("batch", "sampled", "catalogue", "pairs", "list")
 #: What a loss's ``forward`` returns: the scalar loss and the batch's statistics (accuracy, correct, accidental_hits).
@@ -225,6 +225,12 @@ def corrected_logits(
 def loss_from_logits(logits: Tensor, positive_cols: Tensor, weights: Tensor | None = None) -> Tensor:
     """Cross-entropy of ``logits[B, N]`` against ``positive_cols[B]``: mean, or weighted mean with ``weights[B]``."""
     per_row = F.cross_entropy(logits, positive_cols.long().to(logits.device), reduction="none")  # [B]
+    return weighted_mean(per_row, weights)
+
+
+def weighted_mean(per_row: Tensor, weights: Tensor | None) -> Tensor:
+    """The mean of ``per_row[B]``, or its mean weighted by ``weights[B]``: DataError for another shape (it would
+    broadcast) or weights not finite, negative or all zero (a loss of NaN, or no longer a mean)."""
     if weights is None:
         return per_row.mean()
     if weights.shape != per_row.shape:

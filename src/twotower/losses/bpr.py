@@ -22,7 +22,7 @@ from torch import Tensor
 
 from twotower.config import LossConfig
 from twotower.errors import DataError
-from twotower.losses.base import LossBatch, LossOutput, RetrievalLoss
+from twotower.losses.base import LossBatch, LossOutput, RetrievalLoss, weighted_mean
 
 __all__ = ["bpr_from_scores", "BPRLoss"]
 
@@ -41,8 +41,9 @@ def bpr_from_scores(positive_scores: Tensor, negative_scores: Tensor, weights: T
     per_pair = F.softplus(negative_scores - positive_scores.unsqueeze(1))  # [B, M]
     if weights is None:
         return per_pair.mean()
-    w = weights.to(per_pair.dtype)
-    return (per_pair.mean(1) * w).sum() / w.sum()
+    # checked as the softmax losses check them: weights=[2.0] broadcast to a sum (4x the mean of four queries),
+    # and all-zero weights gave NaN
+    return weighted_mean(per_pair.mean(1), weights)
 
 
 class BPRLoss(RetrievalLoss):
