@@ -85,6 +85,20 @@ def test_sampled_softmax_refuses_a_log_q_of_another_length():
         SampledSoftmax(0.1)(q, c, LossBatch(log_q=torch.zeros(2)))
 
 
+@pytest.mark.parametrize("field, ids, why", [
+    ("positive_ids", torch.tensor([10]), r"positive_ids must be \[B\]=4, got \(1,\)"),  # row 0's positive masked in every row
+    ("positive_ids", torch.tensor([10, 11, 12, 13, 14]), r"positive_ids must be \[B\]=4, got \(5,\)"),
+    ("candidate_ids", torch.tensor([10, 11, 12, 13, 14]), r"candidate_ids must be \[N\]=6, got \(5,\)"),
+])
+def test_sampled_softmax_refuses_ids_of_another_length(field, ids, why):
+    """As the in-batch softmax refuses them: a positive_ids of one id was read as every row's positive."""
+    q, c = _qc()
+    batch = LossBatch(positive_ids=torch.tensor([10, 11, 12, 13]), candidate_ids=torch.tensor([10, 11, 12, 13, 10, 15]))
+    setattr(batch, field, ids)
+    with pytest.raises(DataError, match=why):
+        SampledSoftmax(0.1)(q, c, batch)
+
+
 def test_a_finite_log_q_passes_the_check():
     from twotower.losses.base import check_log_q_finite
 

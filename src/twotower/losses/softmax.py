@@ -225,6 +225,9 @@ class SampledSoftmax(_Softmax):
             raise DataError(f"sampled softmax needs candidates [B + M] = B={b} positives plus negatives, got {n}")
         if batch.log_q is not None and batch.log_q.shape != (n,):  # refused as the other softmax losses refuse it
             raise DataError(f"log_q must be [N]={n} (one per candidate), got {tuple(batch.log_q.shape)}")
+        for name, ids, dim, size in (("positive_ids", batch.positive_ids, "B", b), ("candidate_ids", batch.candidate_ids, "N", n)):
+            if ids is not None and ids.shape != (size,):  # positive_ids [1] masked row 0's positive in every row
+                raise DataError(f"{name} must be [{dim}]={size}, got {tuple(ids.shape)}")
         pos = (queries * candidates[:b]).sum(1, keepdim=True)  # [B, 1]
         neg = queries @ candidates[b:].T  # [B, M]
         scores = torch.cat([pos, neg], dim=1)  # [B, 1 + M]: the positive is column 0
