@@ -106,6 +106,19 @@ def test_infinite_numeric_feature_is_refused_naming_row_and_column(tmp_path):
         read_feature_table(frame, FeatureSpec(key="item_id", numeric=("price",)))
 
 
+def test_a_text_column_given_as_numeric_is_refused_at_its_first_text_row(tmp_path):
+    """A column of titles given as data.item_numeric was refused at the title 'Infinity' in row 1356 (read as a
+    number too large), not at its first title in row 2: the refusal names the first cell that is no number."""
+    from twotower.data import FeatureSpec, read_feature_table
+    from twotower.errors import DataError
+
+    path = tmp_path / "items.csv"
+    path.write_text("item_id,title\ni1,10\ni2,Heat\ni3,Infinity\n")
+    with pytest.raises(DataError, match=r"row 3, column 'title': 'Heat' is not a number; .*the same holds for "
+                       r"row 4$"):
+        read_feature_table(path, FeatureSpec(key="item_id", numeric=("title",)))
+
+
 def test_a_multi_valued_cell_split_by_another_separator_is_named_in_a_warning(tmp_path, caplog):
     """"a;b" in a column split on "|" is the one value "a;b": nothing failed, the lists were embedded as values
     no other cell shares. The warning names the file, column, first row and the setting to change."""

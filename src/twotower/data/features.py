@@ -335,12 +335,7 @@ def _read_feature_table(source: str | Path | pd.DataFrame, spec: FeatureSpec, *,
                            f"{rows.unit} {rows.number(int(np.flatnonzero(numbers)[0]))}); a numeric column holds "
                            "numbers, or true/false alone (read as 1 and 0)", file=label, column=c, rows=rows)
         num = pd.to_numeric(raw, errors="coerce")
-        values = num.to_numpy(dtype=np.float64)
-        infinite = np.isinf(values) | (np.abs(np.nan_to_num(values)) > np.finfo(np.float32).max)
-        check_rows(infinite, lambda pos: f"{_plain_cell(raw.iloc[pos])!r} is not a finite number (float32 range); leave the cell "
-                   "empty when unknown", file=label, column=c, rows=rows)
-        bad = num.isna().to_numpy() & ~np.array(_per_distinct(raw, _missing_str), dtype=bool)
-        check_rows(bad, lambda pos: _not_a_number(raw.iloc[pos]), file=label, column=c, rows=rows)
+        _check_numbers(raw, num, file=label, column=c, rows=rows)
         df[c] = num.astype("float64")
     for c in spec.multi:
         _warn_other_separator(df[c], spec.separator, file=label, column=c, rows=rows)
@@ -368,6 +363,18 @@ def _not_one_value(value: Any, kind: str) -> str:
         return f"holds a JSON object ({value!r}), not one value; give the cell the value itself (a string or a number)"
     return (f"holds a list ({value!r}), not one value; a column of lists (Parquet list, JSON array) is multi-valued: "
             f"list it under data.{kind}_multi")
+
+
+def _check_numbers(raw: pd.Series, num: pd.Series, *, file: str, column: str, rows: Any) -> None:
+    """Refuse the first cell of a numeric column that is text or past float32 (``num``: ``raw`` as numbers, NaN
+    where not one). One check in row order: a column of titles was refused at its title 'Infinity' in row 1356
+    (read as a number too large), while its first title, at row 2, went unnamed."""
+    values = num.to_numpy(dtype=np.float64)
+    infinite = np.isinf(values) | (np.abs(np.nan_to_num(values)) > np.finfo(np.float32).max)
+    text = num.isna().to_numpy() & ~np.array(_per_distinct(raw, _missing_str), dtype=bool)
+    check_rows(infinite | text, lambda pos: _not_a_number(raw.iloc[pos]) if text[pos] else
+               f"{_plain_cell(raw.iloc[pos])!r} is not a finite number (float32 range); leave the cell empty when "
+               "unknown", file=file, column=column, rows=rows)
 
 
 def _not_a_number(value: Any) -> str:
