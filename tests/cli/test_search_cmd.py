@@ -342,6 +342,32 @@ def test_search_train_words_one_epoch_and_one_step(beir, tmp_path, monkeypatch, 
     assert "fine-tuned 1 step in 1s; mean loss 0.8932 over its one epoch, against 4.2382" in capsys.readouterr().out
 
 
+def test_search_train_says_how_many_hard_negatives_were_mined_when_fewer_than_asked(beir, tmp_path, monkeypatch,
+                                                                                    caplog, capsys):
+    """--mining-depth 2 --negatives 3 left every query short of 3 (0.7 per query on SciFact): an INFO line alone
+    said so, hidden under -q, and the summary still read "3 hard negatives per query". Now a warning says why and
+    the summary says what was mined."""
+    import re
+    from types import SimpleNamespace
+
+    def fake_finetune(*a, **k):
+        history = [{"epoch": 0, "loss": 0.5, "chance_loss": 1.2}]
+        return SimpleNamespace(history=history, seconds=1.0, out_dir=tmp_path / "bi", mining_reports=[])
+
+    monkeypatch.setattr("twotower.search.finetune.finetune_bi_encoder", fake_finetune)
+    with caplog.at_level("WARNING"):
+        assert main(["-q", "search", "train", "--beir", str(beir), "--out", str(tmp_path / "bi"), "--epochs", "1",
+                     "--negatives", "3", "--mining-depth", "2", "--mining-retriever", "bm25", "--threads", "1"]) == 0
+    warned = re.search(r"3 of the 3 queries got fewer hard negatives than the 3 asked \((\d\.\d\d) per query on "
+                       r"average, fewest (\d)\): the top 2 candidates of each query held \d+ in all, .*; raise "
+                       r"--mining-depth or lower --mining-margin to fill them", caplog.text)
+    assert warned, caplog.text
+    printed = capsys.readouterr().out
+    assert (f"the batch's positives, {warned[1]} hard negatives per query on average, fewest {warned[2]}, of the 3 "
+            "asked (see the warning)") in printed
+    assert "3 hard negatives per query" not in printed
+
+
 def test_search_train_says_a_loss_past_no_learning_is_above_it(beir, tmp_path, monkeypatch, caplog):
     """A diverged run (SciFact subset, --lr 1e-2: last epoch 6.1330 against 2.8105) was warned of as "within 118.2%
     of" the no-learning loss: past it is "above"."""

@@ -49,6 +49,26 @@ def test_absolute_margin_skip_top_and_short_queries():
         {"depth": "--mining-depth", "relative_margin": "--mining-margin"})
 
 
+def test_queries_short_of_negatives_are_warned_of_with_the_counts(caplog):
+    """Said at INFO alone, hidden under -q: a warning now says how many queries got fewer than asked and why."""
+    table = [[10, 9.8, 8, 7, 6], [9, 4, 3, 2, 5]]
+    with caplog.at_level("WARNING"):
+        _, rep = mine_hard_negatives(["a", "b"], [np.array([0]), np.array([4])], TableRetriever(table),
+                                     MiningConfig(n=3, depth=3, relative_margin=0.05),
+                                     names={"depth": "--mining-depth", "relative_margin": "--mining-margin"})
+    assert rep.per_query == [1, 1]
+    assert ("2 of the 2 queries got fewer hard negatives than the 3 asked (1.00 per query on average, fewest 1): the "
+            "top 3 candidates of each query held 6 in all, 2 of them known positives and 2 too close to the positive "
+            "(likely false negatives); raise --mining-depth or lower --mining-margin to fill them") in caplog.text
+
+
+def test_queries_given_every_negative_asked_are_not_warned_of(caplog):
+    table = [[10, 9.8, 8, 7, 6]]
+    with caplog.at_level("WARNING"):
+        mine_hard_negatives(["a"], [np.array([0])], TableRetriever(table), MiningConfig(n=2, depth=5))
+    assert not caplog.records
+
+
 def test_config_validation():
     with pytest.raises(ConfigError, match=r"^MiningConfig\.skip_top: must be below MiningConfig\.depth \(3\)"):
         MiningConfig(depth=3, skip_top=3)

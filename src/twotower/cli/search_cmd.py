@@ -1309,7 +1309,9 @@ def _search_train(args: argparse.Namespace) -> int:
                               source=_source(args), mining_names=MINING_FLAGS, validation=validation,
                               bm25=bm25 if bm25_mining else None,
                               setting_names={"lr": "--lr", "temperature": "--temperature"}, force=args.force)
-    _report_search_training(args, res, cfg, len(qs))
+    # the last mining's lists fed the last epoch, whose no-learning loss the summary prints
+    mined = (getattr(res, "mining_reports", None) or [report])[-1] if mining is not None else None
+    _report_search_training(args, res, cfg, len(qs), mined)
     return 0
 
 
@@ -1376,9 +1378,10 @@ def _say_negatives_cap(args: argparse.Namespace, flag: str) -> None:
         "moving tower", args.negatives, flag, args.negatives)
 
 
-def _report_search_training(args: argparse.Namespace, res, cfg, pairs: int) -> None:  # noqa: ANN001 - FinetuneResult, FinetuneConfig
+def _report_search_training(args: argparse.Namespace, res, cfg, pairs: int, mined=None) -> None:  # noqa: ANN001 - FinetuneResult, FinetuneConfig, MiningReport | None
     """The first and last epoch's mean loss next to a model's that learned nothing, and rerank train's warning
-    (:func:`~twotower.search.rerank.barely_learned`) when the last is close to it.
+    (:func:`~twotower.search.rerank.barely_learned`) when the last is close to it. ``mined``: the last mining's
+    report, whose lists the last epoch drew its hard negatives from (None: none mined).
 
     "final loss 0.0123" was the last step's alone: one batch's, and with no reference to read it against.
     """
@@ -1392,8 +1395,8 @@ def _report_search_training(args: argparse.Namespace, res, cfg, pairs: int) -> N
             else f"{last['loss']:.4f} over its one epoch")
     print(f"fine-tuned {plural(len(res.history), 'step')} in {res.seconds:.0f}s; mean loss {span}, against "
           f"{last['chance_loss']:.4f} for a model that has learned nothing (ln of the candidates each query is "
-          f"scored against: the batch's positives, {_count(cfg.negatives_per_query, 'hard negative')} per "
-          f"query{', the corpus' if cfg.corpus_negatives else ''}); saved to {res.out_dir}")
+          f"scored against: the batch's positives, {_hard_negatives_used(cfg.negatives_per_query, mined)}"
+          f"{', the corpus' if cfg.corpus_negatives else ''}); saved to {res.out_dir}")
     validation = getattr(res, "validation", None)  # a FinetuneResult has it; a stand-in may not
     if validation is not None:
         _report_validation(validation)
@@ -1405,6 +1408,16 @@ def _report_search_training(args: argparse.Namespace, res, cfg, pairs: int) -> N
             "more --epochs (now %d), another --lr (now %g) or on more training pairs (%d in split %r)",
             last["loss"], against_chance(last["loss"], last["chance_loss"]), last["chance_loss"],
             first["loss"], shell_arg(args.beir), shell_arg(args.out), args.epochs, args.lr, pairs, args.split)
+
+
+def _hard_negatives_used(asked: int, mined=None) -> str:  # noqa: ANN001 - MiningReport | None
+    """``3 hard negatives per query``, or what the queries really had when the mining (``mined``'s report) left some
+    short of the ``asked``: the summary said "3 hard negatives per query" where --mining-depth 2 had mined 0.7."""
+    used = [min(asked, k) for k in mined.per_query] if mined is not None and mined.per_query else []
+    if not used or min(used) == asked:
+        return f"{_count(asked, 'hard negative')} per query"
+    return (f"{sum(used) / len(used):.2f} hard negatives per query on average, fewest {min(used)}, of the {asked} "
+            "asked (see the warning)")
 
 
 def _report_validation(v: dict) -> None:

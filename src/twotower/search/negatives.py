@@ -87,6 +87,7 @@ class MiningReport:
     kept: int = 0
     unused: int = 0  # valid candidates past the n kept
     queries_short: int = 0  # queries with fewer than n negatives kept
+    per_query: list[int] = field(default_factory=list, repr=False)  # negatives kept for each query, in order
     positive_scores: dict[str, float] = field(default_factory=dict)
     kept_scores: dict[str, float] = field(default_factory=dict)
     dropped_scores: dict[str, float] = field(default_factory=dict)
@@ -95,16 +96,8 @@ class MiningReport:
         """One line of counts and score quantiles. ``names`` maps the :class:`MiningConfig` fields a short query
         can be filled with (``depth``, ``relative_margin``, ``margin``) to what the caller's user types (a CLI
         flag); a field left out is not named. ``None``: the Python API's names (``MiningConfig.depth``, ...)."""
-        hint = ""
-        if self.queries_short:
-            # the bare field names read like settings of the command that logged them, which has other flags
-            names = names if names is not None else {f: f"MiningConfig.{f}" for f in _FILL_FIELDS}
-            parts = [f"raise {names['depth']}"] if "depth" in names else []
-            loosen = [names[f] for f in _FILL_FIELDS[1:] if f in names]
-            if loosen:
-                parts.append("lower " + " / ".join(loosen))
-            if parts:
-                hint = f" ({' or '.join(parts)} to fill them)"
+        fill = _fill_hint(names)
+        hint = f" ({fill})" if self.queries_short and fill else ""
         return (
             f"mined {self.kept} negatives for {self.queries} queries from {self.candidates} candidates: "
             f"skipped {self.skipped_top} top ranks, dropped {self.dropped_positive} known positives and "
@@ -112,6 +105,32 @@ class MiningReport:
             f"{self.queries_short} queries got fewer than requested{hint}. "
             f"scores: positive {self.positive_scores}, kept {self.kept_scores}, dropped {self.dropped_scores}"
         )
+
+
+def _fill_hint(names: Mapping[str, str] | None) -> str:
+    """``raise --mining-depth or lower --mining-margin to fill them`` (or nothing): the settings that fill a query
+    short of negatives, named as ``names`` maps the :class:`MiningConfig` fields (None: the Python API's names)."""
+    # the bare field names read like settings of the command that logged them, which has other flags
+    names = names if names is not None else {f: f"MiningConfig.{f}" for f in _FILL_FIELDS}
+    parts = [f"raise {names['depth']}"] if "depth" in names else []
+    loosen = [names[f] for f in _FILL_FIELDS[1:] if f in names]
+    if loosen:
+        parts.append("lower " + " / ".join(loosen))
+    return f"{' or '.join(parts)} to fill them" if parts else ""
+
+
+def _warn_short(report: MiningReport, cfg: MiningConfig, names: Mapping[str, str] | None) -> None:
+    """Warn when queries got fewer negatives than asked, and why: said at INFO alone (hidden under -q), a run with
+    --mining-depth 2 --negatives 3 mined 0.7 per query and its summary still read "3 hard negatives per query"."""
+    if not report.queries_short:
+        return
+    fill = _fill_hint(names)
+    logger.warning(
+        "%d of the %d queries got fewer hard negatives than the %d asked (%.2f per query on average, fewest %d): the "
+        "top %d candidates of each query held %d in all, %d of them known positives and %d too close to the "
+        "positive (likely false negatives)%s", report.queries_short, report.queries, cfg.n,
+        report.kept / report.queries, min(report.per_query), cfg.depth, report.candidates,
+        report.dropped_positive, report.dropped_too_close, f"; {fill}" if fill else "")
 
 
 def _corpus_size(retriever: _Retriever) -> int | None:
@@ -188,9 +207,11 @@ def mine_hard_negatives(
                 report.unused += 1
         report.kept += len(out)
         report.queries_short += int(len(out) < cfg.n)
+        report.per_query.append(len(out))
         negatives.append(np.asarray(out, dtype=np.int64))
     report.positive_scores = _quantiles(all_pos)
     report.kept_scores = _quantiles(kept_s)
     report.dropped_scores = _quantiles(drop_s)
     logger.info("%s", report.summary(names))
+    _warn_short(report, cfg, names)
     return negatives, report
