@@ -234,6 +234,34 @@ def test_a_known_users_input_history_of_cold_items_alone_is_said_to_read_as_empt
                                                "a user with no rows there), not from their training history"), said
 
 
+def test_input_histories_of_cold_items_alone_are_counted_and_warned_of_on_every_surface(cold_run, tmp_path, capsys,
+                                                                                         caplog) -> None:
+    """A known user whose --history-from rows are all of items without training interactions is read as an empty
+    history, yet `evaluate --history-from` counted 0 in users_empty_input_history with no warning, and `recommend
+    --users` (and tt.recommend) said nothing, while `recommend --user` warned: each counts and warns of them now."""
+    from twotower.cli.main import main
+    from twotower.pipeline.evaluate_run import evaluate_run
+
+    given = _inputs(tmp_path, "c.csv", ["i30", "i31"])  # u1: untrained items alone; u2: i3
+    said = ("1 of 2 users have no rows of known items in the {} files (e.g. user u1; 1 of them holds only items "
+            "without training interactions, which the user tower leaves out): each is ranked from an empty input "
+            "history, not from their training history")
+    assert main(["recommend", "--run", str(cold_run.dir), "--users", "u1,u2", "--history-from", str(given),
+                 "--k", str(K), "--exact"]) == 0
+    assert said.format("--history-from") in capsys.readouterr().err
+    with caplog.at_level(logging.WARNING, logger="twotower"):
+        tt.recommend(cold_run, ["u1", "u2"], history_from=str(given), k=K, exact=True)
+    assert said.format("history_from") in caplog.text
+    test = tmp_path / "test.csv"
+    pd.DataFrame({"user_id": ["u1", "u2"], "item_id": ["i4", "i5"], "timestamp": [90, 90]}).to_csv(test, index=False)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="twotower"):
+        rows = evaluate_run(cold_run, baselines=("popularity",), ks=(5,), history_from=[given], test_file=test)
+    assert {r["users_empty_input_history"] for r in rows} == {1}
+    assert ("1 of 2 evaluated users have no rows of known items in the history files" in caplog.text
+            and "(e.g. user 'u1'; 1 of them holds only items without training interactions" in caplog.text)
+
+
 def test_the_served_examples_history_holds_trained_items_only(cold_run, tmp_path) -> None:
     """`serve --history-from` took GET /examples' and the docs' ad-hoc history from the longest input history, whose
     last items may have no training interactions: a body of only such items was refused (422)."""

@@ -271,15 +271,16 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if histories is not None and not args.no_exclude_seen:
         exclude = exclude_histories(exclude, histories)  # the input history counts as seen
     if user_row is not None:
-        _say_no_input_history(run, [user_row], histories)
-        res = recommend_users(run, np.array([user_row]), k, exclude, histories=histories, index=index, allow=allow,
-                              listed=listed, filter_exact_max=args.filter_exact_max)
-        _say_shortfall(res, k, [f"user {args.user}"], filtered=allow is not None, index_size=len(index))
         from twotower.pipeline.similar import untrained_history_note
 
         # as a new user's --history is said: the tower leaves such items out of the input history too
         cold = None if histories is None else untrained_history_note(
             run, histories.sequences.of(user_row), f"user {args.user}'s history in the --history-from files")
+        if not cold:  # the note says it when none of the user's items is left, in its own words
+            _say_no_input_history(run, [user_row], histories)
+        res = recommend_users(run, np.array([user_row]), k, exclude, histories=histories, index=index, allow=allow,
+                              listed=listed, filter_exact_max=args.filter_exact_max)
+        _say_shortfall(res, k, [f"user {args.user}"], filtered=allow is not None, index_size=len(index))
         if cold:
             print(f"warning: {cold}", file=sys.stderr)
         _print_answer(args, run, res, k, args.user, f"top {k} for user {args.user}", notes=[cold] if cold else None)

@@ -190,7 +190,8 @@ def evaluate_run(
     ``held_out_conflicting_duplicates_dropped`` (repeating an earlier row's user, item and timestamp: read once),
     ``held_out_pairs``, ``held_out_pairs_excluded_as_seen`` (never hit), with ``history_from``
     ``held_out_pairs_in_input_history``, and ``users_empty_input_history`` (evaluated users whose input history, the
-    ``history_from`` files or else the training data, holds no item: EASE and ItemKNN give them the catalogue in
+    ``history_from`` files or else the training data, holds no item the user tower reads, none or only items without
+    training interactions: EASE and ItemKNN give them the catalogue in
     item-id order).
     ``segments`` (names of :data:`SEGMENTS`) adds, after each model's row, a row per part of the held-out pairs:
     ``"cold-items"`` those whose item has no row in the run's training data (``data/train.csv``: no ID-table model
@@ -216,6 +217,7 @@ def evaluate_run(
         HistoryBaselineScorer,
         exclude_histories,
         read_input_histories,
+        sequences_as_read,
     )
 
     # checked before any work, as the CLI checks its flags: any split but "test" used to score valid, and a
@@ -331,7 +333,8 @@ def evaluate_run(
     if isinstance(test_file, (str, os.PathLike)):  # rows said `split: test` without which file was scored
         held_out["test_file"] = os.path.abspath(test_file)
     # each user's input history: the rows of known items in the history_from files, else the training rows
-    lengths = np.diff(m.train.indptr) if histories is None else histories.sequences.lengths()
+    # as the user tower reads them: a history of only items without training interactions is an empty one
+    lengths = np.diff(m.train.indptr) if histories is None else sequences_as_read(run, histories.sequences).lengths()
     held_out["users_empty_input_history"] = _empty_input_histories(run, relevant, lengths, histories,
                                                                    baselines, segments)
     parts = _segment_parts(relevant, m.train, segments, split,
@@ -516,9 +519,12 @@ def _empty_input_histories(run: TrainedRun, relevant: sp.csr_matrix, lengths: np
         return 0
     n, of, example = f"{len(empty):,}", f"{len(users):,}", run.user_vocab.id_at(int(empty[0]))
     if histories is not None:
-        log.warning("%s of %s evaluated users have no rows of known items in the history files %s (e.g. user %r): "
-                    "each is ranked from an empty input history by every model", n, of, ", ".join(map(str, histories.files)),
-                    example)
+        from twotower.pipeline.histories import empty_as_read
+
+        untrained = empty_as_read(run, histories, empty)[1]
+        log.warning("%s of %s evaluated users have no rows of known items in the history files %s (e.g. user %r%s): "
+                    "each is ranked from an empty input history by every model", n, of,
+                    ", ".join(map(str, histories.files)), example, untrained)
         return int(len(empty))
     blind = [name for name in baselines if name in _HISTORY_BASELINES]
     # every item ties at 0, and ties go to the smaller item row: the run's item ids in sorted order

@@ -42,8 +42,8 @@ from twotower.errors import ConfigError, DataError
 from twotower.models.history import UserSequences
 from twotower.utils.wording import plural
 
-__all__ = ["HistoryBaselineScorer", "HistoryScorer", "InputHistories", "exclude_histories", "read_input_histories",
-           "sequences_as_read"]
+__all__ = ["HistoryBaselineScorer", "HistoryScorer", "InputHistories", "empty_as_read", "exclude_histories",
+           "read_input_histories", "sequences_as_read"]
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +242,20 @@ def sequences_as_read(run: Any, sequences: UserSequences) -> UserSequences:
         read = UserSequences(indptr, sequences.items[keep], sequences.timestamps[keep])
     _as_read[sequences] = (run.history, read)
     return sequences if read is None else read
+
+
+def empty_as_read(run: Any, histories: InputHistories, rows: np.ndarray) -> tuple[np.ndarray, str]:
+    """``(empty[E], clause)``: the users of ``rows`` whose input history the user tower reads as empty, and for the
+    warnings that name them, ``; N of them holds only items without training interactions, ...`` (or ``''``).
+
+    One rule for every surface (:func:`sequences_as_read`): a history of only such items was counted as a history,
+    while the tower read none; `recommend --user` alone said so."""
+    rows = np.asarray(rows, dtype=np.int64)
+    empty = rows[sequences_as_read(run, histories.sequences).lengths()[rows] == 0]
+    untrained = int((histories.sequences.lengths()[empty] > 0).sum())
+    clause = (f"; {untrained:,} of them {'holds' if untrained == 1 else 'hold'} only items without training "
+              "interactions, which the user tower leaves out" if untrained else "")
+    return empty, clause
 
 
 def unknown_examples(run: Any, users: np.ndarray, items: np.ndarray) -> str:

@@ -743,16 +743,18 @@ def no_input_history_note(run: TrainedRun, rows: Sequence[int], histories: Any, 
     every user of ``rows`` has one (or there are no input ``histories``): what `twotower recommend` tells stderr and
     ``tt.recommend`` logs, each naming its own argument (``source``). Such a user's list is the empty-history one,
     not one read from their training history, which a user who misspelt a file or its ids would otherwise take
-    for an answer (from Python it came back without a word)."""
+    for an answer (from Python it came back without a word). A user whose rows are all of items without training
+    interactions is one (:func:`~twotower.pipeline.histories.empty_as_read`): the tower reads none of them."""
     if histories is None:
         return None
-    lengths = histories.sequences.lengths()  # once: per row it was a pass over every user
-    empty = [int(r) for r in rows if lengths[int(r)] == 0]
-    if not empty:
+    from twotower.pipeline.histories import empty_as_read
+
+    empty, untrained = empty_as_read(run, histories, np.asarray(rows, dtype=np.int64))
+    if not len(empty):
         return None
     return (f"{len(empty)} of {len(rows)} users have no rows of known items in the {source} files (e.g. user "
-            f"{run.user_vocab.id_at(empty[0])}): each is ranked from an empty input history, not from their "
-            "training history")
+            f"{run.user_vocab.id_at(int(empty[0]))}{untrained}): each is ranked from an empty input history, not from "
+            "their training history")
 
 
 def shortfall_note(res: Results, k: int, who: list[str], *, filtered: str | None = None,
