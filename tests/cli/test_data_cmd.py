@@ -372,3 +372,26 @@ def test_rows_apart_by_a_fraction_of_a_second_stay_two_rows_when_the_split_is_re
     again = read_interactions(out / "train.csv")
     assert again["item_id"].tolist() == ["i4", "i4"] and again.attrs["report"]["duplicates_dropped"] == 0
     assert again["timestamp"].tolist() == written["timestamp"].tolist()
+
+
+def test_data_fetch_source_errors_name_the_flag_and_the_file(tmp_path, capsys):
+    """`data fetch --source FILE` refusals read "file FILE: source not found" and named the copy's temporary folder
+    (".dest.tmp-.../u.data: expected 100000 interactions"), never --source: each names the flag and the file now."""
+    import zipfile
+
+    from tests.data.test_movielens import write_grouplens
+
+    (tmp_path / "not.zip").write_text("hello\n")
+    (tmp_path / "empty").mkdir()
+    write_grouplens(tmp_path / "gl")  # MovieLens' files, but 4 ratings: not the real data set
+    with zipfile.ZipFile(tmp_path / "gl.zip", "w") as zf:
+        for name in ("u.data", "u.item", "u.user"):
+            zf.write(tmp_path / "gl" / name, f"ml-100k/{name}")
+    for source, said in [("missing.zip", ": not found; pass a MovieLens zip, a recbole wheel or a folder"),
+                         ("not.zip", ": not a readable zip/wheel"), ("empty", ": no MovieLens-100K files"),
+                         ("gl.zip", ": u.data: expected 100000 interactions, found 4"),
+                         ("gl", ": u.data: expected 100000 interactions, found 4")]:
+        assert main(["-q", "data", "fetch", "movielens-100k", "--dest", str(tmp_path / "dest"), "--source",
+                     str(tmp_path / source)]) == 2
+        assert f"error: --source {tmp_path / source}{said}" in capsys.readouterr().err, source
+    assert not (tmp_path / "dest").exists()

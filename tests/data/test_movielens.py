@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import zipfile
 
 import pandas as pd
@@ -184,3 +185,9 @@ def test_fetch_refuses_a_dest_whose_files_it_would_delete(tmp_path):
     with pytest.raises(ConfigError, match=r"notes: is a file; fetching writes the dataset's folder there"):
         fetch_movielens_100k(note)
     assert note.read_text() == "mine"
+
+
+def test_fetch_source_errors_name_the_argument(tmp_path):
+    """From Python the refusal names the argument (``source``), as the command names its --source."""
+    with pytest.raises(DataError, match=rf"^source {re.escape(str(tmp_path / 'missing.zip'))}: not found"):
+        fetch_movielens_100k(tmp_path / "dest", source=tmp_path / "missing.zip")

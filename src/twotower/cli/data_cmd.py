@@ -32,7 +32,7 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
 
     kwargs = {}
     if args.source:
-        kwargs["source"] = args.source
+        kwargs.update(source=args.source, source_name="--source")
     path = fetch_movielens_100k(Path(args.dest) if args.dest else None, **kwargs)
     ml = load_movielens_100k(path)
     print(f"{path}: {len(ml.interactions)} interactions, {ml.interactions['user_id'].nunique()} users, "

@@ -267,8 +267,20 @@ def _check_writable_parent(dest: Path) -> None:
                         "to a writable folder: the copy goes to $TWOTOWER_DATA/movielens-100k") from None
 
 
-def _verify_structure(folder: Path, expected: dict[str, int]) -> None:
-    ml = load_movielens_100k(folder)
+def _file_named(folder: Path, fname: str, shown: str | None) -> str:
+    """How a message names ``fname`` of ``folder``: its path, or, for a copy being made of a source (``shown``:
+    ``--source FILE``), the source and the file's name; the copy's temporary folder, named before, is gone by then."""
+    return str(folder / fname) if shown is None else f"{shown}: {fname}"
+
+
+def _verify_structure(folder: Path, expected: dict[str, int], shown: str | None = None) -> None:
+    try:
+        ml = load_movielens_100k(folder)
+    except DataError as e:
+        if shown is None or e.file is None:
+            raise
+        # a file of the copy being made: named by the source it came from, as _file_named names it
+        raise DataError(f"{shown}: {str(e).replace(e.file, Path(e.file).name, 1)}") from None
     checks = {
         "interactions": (len(ml.interactions), "u.data"),
         "users": (ml.interactions["user_id"].nunique(), "u.data"),
@@ -276,16 +288,19 @@ def _verify_structure(folder: Path, expected: dict[str, int]) -> None:
     }
     for key, (got, fname) in checks.items():
         if key in expected and got != expected[key]:
-            raise IntegrityError(f"{folder / fname}: expected {expected[key]} {key}, found {got}; "
+            raise IntegrityError(f"{_file_named(folder, fname, shown)}: expected {expected[key]} {key}, found {got}; "
                                  "the file is truncated or not MovieLens-100K")
     if len(ml.items) != expected.get("items", len(ml.items)):
-        raise IntegrityError(f"{folder / 'u.item'}: expected {expected['items']} movies, found {len(ml.items)}")
+        raise IntegrityError(f"{_file_named(folder, 'u.item', shown)}: expected {expected['items']} movies, found "
+                             f"{len(ml.items)}")
     if len(ml.users) != expected.get("users", len(ml.users)):
-        raise IntegrityError(f"{folder / 'u.user'}: expected {expected['users']} users, found {len(ml.users)}")
+        raise IntegrityError(f"{_file_named(folder, 'u.user', shown)}: expected {expected['users']} users, found "
+                             f"{len(ml.users)}")
 
 
-def _verify_folder(folder: Path, sums: dict[str, Any]) -> str:
-    """Check a fetched folder; returns the layout. Raises IntegrityError naming the bad file."""
+def _verify_folder(folder: Path, sums: dict[str, Any], shown: str | None = None) -> str:
+    """Check a fetched folder; returns the layout. Raises IntegrityError naming the bad file (as
+    :func:`_file_named` names it with ``shown``)."""
     found = _detect(folder)
     if found is None or found[1] != folder:
         raise IntegrityError(f"{folder}: no MovieLens-100K files")
@@ -295,7 +310,7 @@ def _verify_folder(folder: Path, sums: dict[str, Any]) -> str:
             got = sha256_file(folder / fname)
             if got != want:
                 raise IntegrityError(
-                    f"{folder / fname}: sha256 {got} does not match the expected {want}; "
+                    f"{_file_named(folder, fname, shown)}: sha256 {got} does not match the expected {want}; "
                     "the file is corrupted or a different version (delete it and fetch again)"
                 )
     else:
@@ -308,7 +323,7 @@ def _verify_folder(folder: Path, sums: dict[str, Any]) -> str:
                     raise IntegrityError(f"{folder / fname}: sha256 {got} does not match {recorded[fname]} "
                                          f"recorded when it was fetched; delete {folder} and fetch again")
         else:
-            _verify_structure(folder, sums["grouplens"]["expected"])
+            _verify_structure(folder, sums["grouplens"]["expected"], shown)
     return kind
 
 
@@ -336,24 +351,29 @@ def _extract_members(archive: Path | bytes, out: Path, label: str) -> str:
     return kind
 
 
-def _install(dest: Path, fill, label: str, sums: dict[str, Any]) -> Path:
-    """Build ``dest`` atomically with ``fill(tmp) -> kind``, verify, write the manifest."""
+def _install(dest: Path, fill, label: str, sums: dict[str, Any], shown: str | None = None) -> Path:
+    """Build ``dest`` atomically with ``fill(tmp) -> kind``, verify (a bad file named as ``shown`` says, see
+    :func:`_file_named`), write the manifest."""
     with atomic_dir(dest) as tmp:
         kind = fill(tmp)
-        _verify_folder(tmp, sums)
+        _verify_folder(tmp, sums, shown)
         files = {f.name: sha256_file(f) for f in sorted(tmp.iterdir()) if f.is_file()}
         atomic_write_json(tmp / MANIFEST, {"dataset": "movielens-100k", "layout": kind, "source": label, "files": files})
     log.info("MovieLens-100K (%s layout) from %s verified and stored in %s", kind, label, dest)
     return dest
 
 
-def _from_local(source: Path, dest: Path, sums: dict[str, Any]) -> Path:
+def _from_local(source: Path, dest: Path, sums: dict[str, Any], name: str) -> Path:
+    """``dest`` made from a local zip, wheel or folder; every refusal names it as the caller gave it (``name``: the
+    flag or argument, ``--source``): "file FILE: source not found" named no flag."""
+    shown = f"{name} {source}"
     if not source.exists():
-        raise DataError("source not found; pass a MovieLens zip, a recbole wheel or a folder", file=str(source))
+        raise DataError(f"{shown}: not found; pass a MovieLens zip, a recbole wheel or a folder")
     if source.is_dir():
         found = _detect(source)
         if found is None:
-            raise DataError(f"no MovieLens-100K files (expected {GROUPLENS_FILES} or {RECBOLE_FILES})", file=str(source))
+            raise DataError(f"{shown}: no MovieLens-100K files (expected {GROUPLENS_FILES} or {RECBOLE_FILES}); pass "
+                            "a MovieLens zip, a recbole wheel or a folder of those files")
         kind, folder = found
 
         def fill(tmp: Path) -> str:
@@ -364,8 +384,8 @@ def _from_local(source: Path, dest: Path, sums: dict[str, Any]) -> Path:
             return kind
     else:
         def fill(tmp: Path) -> str:
-            return _extract_members(source, tmp, str(source))
-    return _install(dest, fill, str(source), sums)
+            return _extract_members(source, tmp, shown)
+    return _install(dest, fill, str(source), sums, shown)
 
 
 def _try_grouplens(dest: Path, timeout: float, sums: dict[str, Any]) -> Path | None:
@@ -430,6 +450,7 @@ def fetch_movielens_100k(
     *,
     timeout: float = 5.0,
     source: str | Path | None = None,
+    source_name: str = "source",
 ) -> Path:
     """Make sure a verified MovieLens-100K copy is in ``dest`` and return the folder.
 
@@ -439,6 +460,7 @@ def fetch_movielens_100k(
     RecBole files are checked against sha256 sums in ``checksums.json``;
     GroupLens files structurally (100,000 ratings, 943 users, 1,682 items).
     A mismatch raises IntegrityError naming the file. Writes are atomic.
+    ``source_name``: what the errors about ``source`` call it (a command's ``--source``).
     """
     dest = Path(dest).expanduser() if dest is not None else default_movielens_dir()
     sums = _checksums()
@@ -450,7 +472,7 @@ def fetch_movielens_100k(
     _check_replaceable(dest)
     _check_writable_parent(dest)
     if source is not None:
-        return _from_local(Path(source).expanduser(), dest, sums)
+        return _from_local(Path(source).expanduser(), dest, sums, source_name)
     got = _try_grouplens(dest, timeout, sums)
     if got is not None:
         return got
