@@ -360,6 +360,28 @@ def test_the_solver_can_be_forced_and_a_bad_one_is_refused_by_name(tmp_path) -> 
         load_config(overrides=["model.item_item.solver=lowrank"])
 
 
+@pytest.mark.parametrize("solver, reason", [("dense", "G + λI is not positive definite"),
+                                            ("low_rank", "its weights pass float32's range")])
+def test_a_lambda_too_small_for_the_solve_is_refused_naming_the_setting(tmp_path, solver: str, reason: str) -> None:
+    """model.item_item.lambdas=[1e-300] failed after training with "EASE: G + λI is not positive definite (LAPACK
+    potrf info 600); raise l2 (λ=1e-300)" (the low-rank solve: "scores contain NaN"), naming no setting."""
+    import pandas as pd
+
+    from tests.explain.explain_tiny_run import write_tiny_data
+
+    write_tiny_data(tmp_path / "run_data")
+    train = pd.read_csv(tmp_path / "run_data" / "train.csv")
+    # i31 watched by exactly i30's users: two equal columns make the Gram matrix singular, as real data's often is
+    twin = train[train.item_id == "i30"].assign(item_id="i31")
+    pd.concat([train[train.item_id != "i31"], twin]).to_csv(tmp_path / "run_data" / "train.csv", index=False)
+    with pytest.raises(ConfigError, match=rf"^model\.item_item\.lambdas: λ=1e-300 is too small for EASE's solve on the "
+                                          rf"training interactions \({re.escape(reason)}.*\); give larger values "
+                                          r"\(typical 50\.\.5000; the default is \[100, 500, 2000\]\)$"):
+        train_tiny_run(tmp_path / "run", history="recency", epochs=1, write_data=False, extra=(
+            "model.item_item.lambdas=[1e-300]", f"model.item_item.solver={solver}", "model.item_item.rank=4",
+            "model.item_item.eigenpairs=12"))
+
+
 def test_the_solver_follows_the_catalogue_size_and_the_memory_available(monkeypatch) -> None:
     import twotower.utils.runtime as runtime
     from twotower.config import ItemItemConfig

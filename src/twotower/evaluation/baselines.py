@@ -33,8 +33,8 @@ from twotower.utils.arguments import check_seed
 from twotower.utils.digest import matrix_digest
 from twotower.utils.progress import RateLog
 
-__all__ = ["Popularity", "EASE", "ItemKNN", "tune_ease", "tune_itemknn", "ease_memory_bytes", "ease_skip_reason",
-           "ease_baseline_solver", "ease_rows_key", "EASE_LAMBDAS", "sample_tuning_users"]
+__all__ = ["Popularity", "EASE", "EaseSolveError", "ItemKNN", "tune_ease", "tune_itemknn", "ease_memory_bytes",
+           "ease_skip_reason", "ease_baseline_solver", "ease_rows_key", "EASE_LAMBDAS", "sample_tuning_users"]
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +188,15 @@ def _exclusion_mask(exclude: sp.spmatrix | sp.sparray | None, b: int, n_items: i
     return sp.csr_matrix((np.ones(ex.indices.size, np.int8), ex.indices, ex.indptr), shape=ex.shape)
 
 
+class EaseSolveError(DataError):
+    """EASE's solve failed at ridge ``l2``: a λ too small for the Gram matrix's scale (``reason``: how it failed). A
+    caller that took λ from a setting names the setting (model.item_item.lambdas: "raise l2" named none)."""
+
+    def __init__(self, reason: str, l2: float, model: str = "EASE") -> None:
+        super().__init__(f"{model}: {reason}; raise l2 (λ={l2:g})")
+        self.reason, self.l2 = reason, l2
+
+
 def _check_l2(l2: float, name: str = "EASE.l2") -> float:
     """``l2`` as a float; ``name``: what the refusal calls it (``EASE.l2: must be ...``, ``lambdas: must be ...``)."""
     if isinstance(l2, bool) or not isinstance(l2, (int, float, np.floating, np.integer)) or not l2 > 0:
@@ -219,10 +228,10 @@ def _ease_weights(gram: np.ndarray, l2: float) -> np.ndarray:
     g[np.diag_indices(n)] += l2
     factor, info = scipy.linalg.lapack.dpotrf(g, lower=1, clean=0, overwrite_a=1)
     if info != 0:
-        raise DataError(f"EASE: G + λI is not positive definite (LAPACK potrf info {info}); raise l2 (λ={l2:g})")
+        raise EaseSolveError(f"G + λI is not positive definite (LAPACK potrf info {info})", l2)
     p, info = scipy.linalg.lapack.dpotri(factor, lower=1, overwrite_c=1)  # the lower triangle of P
     if info != 0:
-        raise DataError(f"EASE: could not invert G + λI (LAPACK potri info {info}); raise l2 (λ={l2:g})")
+        raise EaseSolveError(f"could not invert G + λI (LAPACK potri info {info})", l2)
     del g, factor  # the same buffer as p
     _mirror_lower(p)
     b = p.T  # P is symmetric: its C-order view, so the weights come out row-major like the old solve's

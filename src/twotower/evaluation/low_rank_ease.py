@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from twotower.errors import ConfigError
 from twotower.evaluation.baselines import (
     EASE_LAMBDAS,
+    EaseSolveError,
     _check_l2,
     _HistoryBaseline,
     _pick,
@@ -172,8 +173,12 @@ class LowRankEASE(_HistoryBaseline):
         if self._scoring is None:  # float32 products: twice the float64 speed, and EASE's dense B is float32 too
             a, c = self.factors()
             diagonal = np.einsum("ik,ik->i", a, c)  # [I] the product's diagonal, where EASE's B has zeros
-            self._scoring = (a.astype(np.float32), np.ascontiguousarray(c.T, dtype=np.float32),
-                             diagonal.astype(np.float32))
+            with np.errstate(over="ignore"):  # an overflow is refused below, in words
+                scoring = (a.astype(np.float32), np.ascontiguousarray(c.T, dtype=np.float32),
+                           diagonal.astype(np.float32))
+            if not all(np.isfinite(f).all() for f in scoring):  # A grows as 1/λ: λ=1e-300 scored NaN everywhere
+                raise EaseSolveError("its weights pass float32's range (they grow as 1/λ)", self.l2, model=self.name)
+            self._scoring = scoring
         a32, ct32, diagonal = self._scoring
         scores = np.asarray(history @ a32) @ ct32  # [U', I]
         # a history item's own term x_j B_jj is zero in EASE: unmasked (--no-exclude-seen) the product's diagonal,

@@ -9,15 +9,17 @@ Above ``model.item_item.max_items`` items EASE is solved on its Gram matrix's le
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import torch
 
 from twotower.config import ItemItemConfig
+from twotower.errors import ConfigError
 from twotower.training.scorer import TwoTowerScorer
 
 if TYPE_CHECKING:
@@ -167,7 +169,7 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     # items. The sampled matrix is what the λ rows' key digests, so the EASE baseline reuses them only on it
     assert trainer.valid_relevant is not None  # skip_reason said so
     valid = sample_tuning_users(trainer.valid_relevant, max_users, seed, "item-item term: choosing λ and the weight")
-    with heartbeat(log, "item-item term", every):
+    with heartbeat(log, "item-item term", every), _lambda_named():
         if how == "dense":
             keep: dict[str, Any] = {}
             lam, _ = tune_ease(prep.matrix("train"), valid, lambdas=config.lambdas, metric=metric,
@@ -219,6 +221,22 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
              "%.1fs", "" if how == "dense" else f"low-rank ({kept} eigenpairs) ", lam, info["rank"], 100 * share,
              best["weight"], metric, sample, gain, shown, info["seconds"])
     return info
+
+
+@contextlib.contextmanager
+def _lambda_named() -> Iterator[None]:
+    """EASE's failed solve (either solver) refused as the setting its λ came from: model.item_item.lambdas=[1e-300]
+    failed after training with "EASE: G + λI is not positive definite (LAPACK potrf info 600); raise l2
+    (λ=1e-300)", naming no setting (the low-rank solve with "scores contain NaN")."""
+    from twotower.evaluation.baselines import EaseSolveError
+
+    try:
+        yield
+    except EaseSolveError as e:
+        default = ", ".join(f"{lam:g}" for lam in ItemItemConfig.lambdas)
+        raise ConfigError(f"model.item_item.lambdas: λ={e.l2:g} is too small for EASE's solve on the training "
+                          f"interactions ({e.reason}); give larger values (typical 50..5000; the default is "
+                          f"[{default}])") from None
 
 
 def _users_with_rows(matrix: Any) -> int:
