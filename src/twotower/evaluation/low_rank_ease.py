@@ -172,8 +172,8 @@ class LowRankEASE(_HistoryBaseline):
     def _score(self, history: sp.csr_matrix) -> np.ndarray:
         if self._scoring is None:  # float32 products: twice the float64 speed, and EASE's dense B is float32 too
             a, c = self.factors()
-            diagonal = np.einsum("ik,ik->i", a, c)  # [I] the product's diagonal, where EASE's B has zeros
-            with np.errstate(over="ignore"):  # an overflow is refused below, in words
+            with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, in words
+                diagonal = np.einsum("ik,ik->i", a, c)  # [I] the product's diagonal, where EASE's B has zeros
                 scoring = (a.astype(np.float32), np.ascontiguousarray(c.T, dtype=np.float32),
                            diagonal.astype(np.float32))
             if not all(np.isfinite(f).all() for f in scoring):  # A grows as 1/λ: λ=1e-300 scored NaN everywhere
