@@ -451,3 +451,29 @@ def test_lambda_and_weight_are_chosen_on_a_seeded_sample_of_ease_tune_max_users(
     assert info["valid_users"] == 5 and info["valid_users_of"] > 5
     again = json.loads((train_tiny_run(tmp_path / "again", extra=extra) / "run.json").read_text())["item_item"]
     assert again["valid"] == info["valid"]  # the run's seed draws the same users
+
+
+@pytest.mark.parametrize("n_items", [30, 300])  # at rank 8 of 300 items: the randomized SVD that never forms B
+def test_the_low_rank_term_gives_history_items_no_score_of_their_own(n_items: int) -> None:
+    # EASE's B has a zero diagonal; the low-rank factors' product has 1/(λ d_j) - 1 there, and factorised whole it
+    # put every history item first wherever the history is not excluded (evaluate --no-exclude-seen)
+    import scipy.sparse as sp
+
+    from twotower.evaluation.baselines import EASE
+    from twotower.evaluation.low_rank_ease import LowRankEASE
+    from twotower.pipeline.item_item import factorise_off_diagonal
+
+    rng = np.random.default_rng(0)
+    x = sp.csr_matrix((rng.random((4 * n_items, n_items)) < 0.1).astype(np.float32))
+    low = LowRankEASE(10.0, k=n_items, seed=0).fit(x)  # every eigenpair: off the diagonal, EASE's B exactly
+    dense = EASE(10.0).fit(x).weights
+    p, q, share = factorise_off_diagonal(*low.factors(), n_items, seed=0)
+    assert np.allclose(q.T @ q, np.eye(n_items), atol=1e-4) and share == pytest.approx(1.0, abs=1e-4)
+    assert np.abs(np.diag(p @ q.T)).max() < 1e-3
+    history = x[0].indices
+    term = q @ p[history].sum(axis=0)  # the user's item-item scores, before the normalisation
+    assert np.allclose(term, np.asarray(x[0] @ dense).ravel(), atol=1e-3)
+    # cut to a rank, the same factors as the dense B's
+    p8, q8, share8 = factorise_off_diagonal(*low.factors(), 8, seed=0)
+    dense_p, dense_q, dense_share = factorise(dense, 8, seed=0)
+    assert np.allclose(p8 @ q8.T, dense_p @ dense_q.T, atol=1e-3) and share8 == pytest.approx(dense_share, abs=1e-3)
