@@ -47,3 +47,19 @@ def test_a_list_that_keeps_the_history_explains_each_item_at_its_place_in_it(ser
                     assert f"{i['rank']} in your list" in text, (user, i["rank"], text)
         seen_listed += sum(i["explanation"]["already_seen"] for i in one[:-1])
     assert seen_listed  # some list holds a history item above others, the case that was off by one
+
+
+def test_explain_places_tied_items_as_the_list_orders_them(unplaced_run_dir) -> None:
+    """Items of one score are listed by smaller row first (the index's tie rule), and POST /explain's ``rank``
+    counted only the items scoring strictly above: the four unplaced items x0..x3 (one vector, so one score) listed
+    37th to 40th were each explained as ranking 37th."""
+    service = RecommenderService.load(unplaced_run_dir)
+    with TestClient(create_app(service=service)) as client:
+        for user in service.run.user_vocab.ids[:5]:
+            listed = client.post("/recommend", json={"user_id": user, "k": 64}).json()["items"]
+            place = {i["item_id"]: i["rank"] for i in listed}
+            tied = [i for i in ("x0", "x1", "x2", "x3") if i in place]
+            assert len({next(i["score"] for i in listed if i["item_id"] == x) for x in tied}) == 1
+            ranks = {x: client.post("/explain", json={"user_id": user, "item_id": x}).json()["explanation"]["rank"]
+                     for x in tied}
+            assert ranks == {x: place[x] for x in tied}, user

@@ -212,8 +212,8 @@ def _item_reads(tower: Any) -> tuple[str, ...]:
 def _list_ranks(run: Any, user_row: int | None, window: np.ndarray, features: Features | None, item_rows: list[int],
                 seen: np.ndarray, vectors: np.ndarray | None, users: np.ndarray | None = None
                 ) -> list[tuple[int | None, int | None]]:
-    """``(rank, empty_history_rank)`` of each item (module docstring): 1 + the items outside ``seen`` that score
-    above it, from the user's vector and, where the tower reads a history, the vector of the empty history (its
+    """``(rank, empty_history_rank)`` of each item (module docstring): 1 + the items outside ``seen`` that a list
+    places above it (:func:`_listed_above`), from the user's vector and, where the tower reads a history, the vector of the empty history (its
     weights all zero, the ``empty_history_score``'s variant). ``vectors``: the catalogue's served vectors (the
     service's, which may be memory-mapped); default the run's own. ``users``: those two vectors [2, D] where the
     attribution's pass computed them (:attr:`Attribution.user_vectors`); else one pass here."""
@@ -239,9 +239,20 @@ def _list_ranks(run: Any, user_row: int | None, window: np.ndarray, features: Fe
             out.append((None, None))
             continue
         # the items above it, less the history's (no copy of the unseen rows)
-        ranks = [1 + int(np.count_nonzero(s > s[r])) - int(np.count_nonzero(s[seen] > s[r])) for s in scores]
+        ranks = [1 + _listed_above(s, int(r)) - _listed_above(s, int(r), seen) for s in scores]
         out.append((ranks[0], ranks[1] if reads else None))
     return out
+
+
+def _listed_above(scores: np.ndarray, row: int, among: np.ndarray | None = None) -> int:
+    """How many items (of the rows ``among``; None: all) a list by ``scores`` places above ``row``: those scoring
+    higher, and those of the same score with a smaller row, as the index breaks ties (index/base.py). Counting the
+    higher ones alone explained each of four items of one score, listed 37th to 40th, as ranking 37th."""
+    mine = scores[row]
+    if among is None:  # no copy of the catalogue's scores: a 1M-item catalogue is counted once a user vector
+        return int(np.count_nonzero(scores > mine)) + int(np.count_nonzero(scores[:row] == mine))
+    s = scores[among]
+    return int(np.count_nonzero(s > mine)) + int(np.count_nonzero((s == mine) & (among < row)))
 
 
 def _seen_rows(run: Any, user_row: int | None, history_rows: list[int] | None) -> np.ndarray:
