@@ -7,10 +7,11 @@ embed an edited history): once without the top-attributed item, once without
 a different history item chosen uniformly at random. A faithful attribution
 makes the first drop larger than the second, on average and in most pairs.
 
-The removal is a real edit of the input, not the weight-zeroing that ``loo``
-uses, so even ``loo`` is tested against something it did not compute itself
-(for recency pooling the older items move up one step, and a longer
-sequence brings an older item into the window).
+The removal is a real edit of the input: for recency pooling the older items
+move up one step, and a longer sequence brings an older item into the window.
+``loo`` computes exactly that removal (the history's item before the window
+entering it, as the explanations attribute it), so its top item is the one
+whose removal lowers the score most; ``gradxinput`` only estimates it.
 """
 from __future__ import annotations
 
@@ -66,7 +67,10 @@ def faithfulness(
         user_row, item_row = int(user_row), int(item_row)
         seq = run.history.of(user_row)
         window = run.history.last_windows(np.array([user_row]), L, pad)[0]
-        att = attribute_history(run.model, user_row, window, item_row, method=method)
+        # the item a deletion lets into a full window, as the explanations attribute it (explainer.py): without it
+        # a longer history's leave-one-out was a variant no explanation shows, and its top item another one
+        entering = int(seq[-L - 1]) if len(seq) > L else None
+        att = attribute_history(run.model, user_row, window, item_row, method=method, entering=entering)
         n = len(att.positions)
         if n < 2:
             skipped += 1
