@@ -35,3 +35,19 @@ def test_http_and_python_service_refuse_and_answer_alike(run_dir, max_k, max_his
             assert r.status_code == 200, r.text
             py = service.recommend(RecRequest(history=tuple(history), k=5))
             assert [i["item_id"] for i in r.json()["items"]] == [i["item_id"] for i in py["items"]]
+
+
+def test_explain_without_explain_k_is_answered_when_the_app_allows_more_than_the_service(service) -> None:
+    """An app given settings of its own over a loaded service filled a request's missing explain_k with the app's
+    explain_k (20), which the service (its own explain_k 10) then refused: {"explain": true} alone was answered
+    422 "explain_k: must be at most 10 ..., got 20", naming a field the client never sent."""
+    from twotower.serving import ServiceSettings, create_app
+
+    assert service.settings.explain_k == 10
+    body = {"user_id": service.run.user_vocab.ids[0], "k": 15, "explain": True}
+    with TestClient(create_app(service=service, settings=ServiceSettings(explain_k=20))) as client:
+        one = client.post("/recommend", json=body)
+        batch = client.post("/recommend/batch", json={"requests": [body]})
+    assert one.status_code == 200 and batch.status_code == 200, (one.text, batch.text)
+    for items in (one.json()["items"], batch.json()["results"][0]["items"]):
+        assert sum("explanation" in i for i in items) == 10

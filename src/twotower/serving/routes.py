@@ -31,6 +31,7 @@ from twotower.serving.examples import example_ids
 from twotower.serving.middleware import service_metric_lines
 from twotower.serving.schemas import MAX_ID_CHARS, HealthResponse, Schemas, coerce_id
 from twotower.serving.service import RecommenderService, RecRequest
+from twotower.serving.settings import ServiceSettings
 
 __all__ = ["build_router", "get_service", "run_compute", "run_budgeted", "json_response"]
 
@@ -214,7 +215,8 @@ def json_response(body: Any, status: int = 200) -> Response:
 
 
 def _rec(body: Any, explain_k: int) -> RecRequest:
-    """The service request; the service bounds its explanations to ``explain_k`` items (default: the app's)."""
+    """The service request; ``explain_k``: how many items get an explanation where the body names none
+    (:func:`default_explain_k`)."""
     return RecRequest(
         user_id=body.user_id,
         history=tuple(body.history) if body.history is not None else None,
@@ -227,6 +229,14 @@ def _rec(body: Any, explain_k: int) -> RecRequest:
         # the app's cap only with explain (the schema refuses explain_k without it, as RecRequest does)
         explain_k=(body.explain_k if body.explain_k is not None else explain_k) if body.explain else None,
     )
+
+
+def default_explain_k(settings: ServiceSettings, service: RecommenderService) -> int:
+    """How many items a request with ``"explain": true`` and no ``explain_k`` gets explained: the app's
+    ``explain_k`` (its schema's default), at most the service's own, which refuses more. An app given settings of
+    its own over a loaded service (``create_app(service=..., settings=...)``) filled in its 20 where the service
+    allowed 10, and ``{"explain": true}`` alone was refused for an explain_k the client never sent."""
+    return min(settings.explain_k, service.settings.explain_k)
 
 
 def refuse_empty_histories(service: RecommenderService, bodies: Sequence[Any], *, batch: bool) -> None:
@@ -260,7 +270,7 @@ def build_router(s: Schemas) -> APIRouter:
         service = get_service(request)
         refuse_empty_histories(service, [body], batch=False)
         settings = request.app.state.settings
-        reqs = [_rec(body, settings.explain_k)]
+        reqs = [_rec(body, default_explain_k(settings, service))]
         return Response(await run_budgeted(request, answer_json, service, reqs, batch=False,
                                            budget_hint=recommend_hint(reqs, settings.default_k)),
                         media_type="application/json")
@@ -272,7 +282,7 @@ def build_router(s: Schemas) -> APIRouter:
         bodies = body.requests  # type: ignore[attr-defined]
         refuse_empty_histories(service, bodies, batch=True)
         settings = request.app.state.settings
-        reqs = [_rec(r, settings.explain_k) for r in bodies]
+        reqs = [_rec(r, default_explain_k(settings, service)) for r in bodies]
         return Response(await run_budgeted(request, answer_json, service, reqs, batch=True,
                                            budget_hint=recommend_hint(reqs, settings.default_k)),
                         media_type="application/json")
