@@ -355,23 +355,29 @@ def test_an_object_in_a_single_valued_column_is_called_an_object_not_a_list(tmp_
                             "value; give the cell the value itself (a string or a number)")
 
 
-@pytest.mark.parametrize("column", [
-    pd.to_datetime(["1995-01-01", None, "2001-05-05"], utc=True),
-    pd.to_datetime(["1995-01-01", None, "2001-05-05"]),
-    pd.Series(pd.to_datetime(["1995-01-01", "1996-01-01", "2001-05-05"])).astype("timestamp[ms][pyarrow]"),
-    pd.to_timedelta([1, None, 3], unit="D"),
+@pytest.mark.parametrize("column, numbers", [
+    (pd.to_datetime(["1995-01-01", None, "2001-05-05"], utc=True), [788918400e9, None, 989020800e9]),
+    (pd.to_datetime(["1995-01-01", None, "2001-05-05"]), [788918400e9, None, 989020800e9]),
+    (pd.Series(pd.to_datetime(["1995-01-01", "1996-01-01", "2001-05-05"])).astype("timestamp[ms][pyarrow]"),
+     [788918400e3, 820454400e3, 989020800e3]),
+    (pd.to_timedelta([1, None, 3], unit="D"), [86400e9, None, 3 * 86400e9]),
 ])
-def test_a_datetime_column_given_as_numeric_is_refused_naming_it(tmp_path, column):
-    # a DataFrame's (or Parquet's) release dates were read as epoch microseconds and a missing date (NaT) as
-    # -9.2e18, a value rather than a missing one, which standardising squeezed the real dates into one value around
+def test_a_datetime_column_given_as_numeric_reads_its_missing_cells_as_missing(tmp_path, column, numbers):
+    # a DataFrame's (or Parquet's) release dates read as epoch numbers in the column's unit (as runs trained on them
+    # read them), but a missing date (NaT) as -9.2e18, a value rather than a missing one, which standardising
+    # squeezed the real dates into one value around; refusing the column instead broke those runs' resume
     frame = pd.DataFrame({"item_id": ["i1", "i2", "i3"], "released": column})
     spec = FeatureSpec(key="item_id", numeric=("released",))
-    message = r"file <DataFrame>, column 'released': .* not numbers; .*data.item_numeric"
-    with pytest.raises(DataError, match=message):
-        read_feature_table(frame, spec)
     frame.to_parquet(tmp_path / "items.parquet")
-    with pytest.raises(DataError, match=r"items.parquet, column 'released': "):
-        read_feature_table(tmp_path / "items.parquet", spec)
+    for source in (frame, tmp_path / "items.parquet"):
+        got = read_feature_table(source, spec)["released"].to_numpy()
+        assert got.dtype == np.float64
+        missing = np.array([n is None for n in numbers])
+        assert np.isnan(got).tolist() == missing.tolist()  # NaT: missing, not -9.2e18
+        # the dates themselves, in whatever unit the column holds (a Parquet file's own): proportional to epoch values
+        want = np.array([n for n in numbers if n is not None])
+        ratio = got[~missing] / want
+        assert np.allclose(ratio, ratio[0]) and ratio[0] > 0
 
 
 def test_a_missing_datetime_in_a_categorical_column_is_missing_not_the_category_nat(tmp_path):

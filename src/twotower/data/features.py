@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from twotower.config import DataConfig
-from twotower.data.columns import decimal_comma_advice
+from twotower.data.columns import _numpy_times, decimal_comma_advice
 from twotower.data.readers import (_double_colon_fields, check_head, check_rows, ids_to_str, missing_column_error,
                                     read_table_numbered)
 from twotower.data.vocab import Vocabulary
@@ -326,7 +326,10 @@ def _read_feature_table(source: str | Path | pd.DataFrame, spec: FeatureSpec, *,
         df[c] = _joined_lists(df[c], spec.separator, file=label, column=c, rows=rows)
     for c in spec.numeric:
         raw = df[c]
-        _check_not_times(raw, file=label, column=c, kind=kind)
+        times = _times_as_numbers(raw)
+        if times is not None:
+            df[c] = times
+            continue
         if raw.dtype == object:  # JSON true/false beside numbers: `"year": true` became a year of 1.0 in silence
             flags = np.fromiter((isinstance(v, (bool, np.bool_)) for v in raw.tolist()), dtype=bool, count=len(raw))
             numbers = ~flags & ~np.array(_per_distinct(raw, _missing_str), dtype=bool)
@@ -344,16 +347,16 @@ def _read_feature_table(source: str | Path | pd.DataFrame, spec: FeatureSpec, *,
     return df
 
 
-def _check_not_times(values: pd.Series, *, file: str, column: str, kind: str) -> None:
-    """Refuse a datetime or duration column (a DataFrame's or Parquet's) given as numeric: pd.to_numeric read it
-    as epoch numbers in the column's own unit, and a missing one (NaT) as -9.2e18, a value rather than a missing
-    one, that standardising then squeezed every real date towards; a CSV holds such a column as text, refused."""
+def _times_as_numbers(values: pd.Series) -> pd.Series | None:
+    """A datetime or duration column (a DataFrame's or Parquet's) given as numeric, as numbers in the column's own
+    unit (epoch microseconds for a Parquet file's dates: standardising leaves no trace of the unit), which is how
+    runs trained on such a column read it, and a missing one (NaT) as missing; None for any other column. NaT was
+    read as -9.2e18, a value, that standardising then squeezed every real date towards (0.5773 / 0.5774). An
+    Arrow-backed column reads as its NumPy twin (it read as no number at all)."""
     if getattr(values.dtype, "kind", "O") not in "mM":
-        return
-    what = "durations" if values.dtype.kind == "m" else "dates and times"
-    raise DataError(f"values are {what} ({values.dtype}), not numbers; a numeric feature needs numbers: convert the "
-                    f"column (e.g. .dt.year, or epoch seconds), or leave it out of data.{kind}_numeric", file=file,
-                    column=column)
+        return None
+    times = _numpy_times(values)
+    return pd.to_numeric(times, errors="coerce").astype("float64").where(times.notna())
 
 
 def _not_one_value(value: Any, kind: str) -> str:
