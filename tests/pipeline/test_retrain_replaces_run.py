@@ -367,3 +367,13 @@ def test_an_input_at_a_path_the_run_writes_is_refused_not_overwritten(dataset, o
     out = _copy(old_run, tmp_path / "again")
     split = [str(out / "data" / f"{n}.csv") for n in ("train", "valid")]
     assert main(["-q", "train", "--train", split[0], "--valid", split[1], "--out", str(out), *FAST]) == 0
+
+
+def test_why_a_part_differs_without_the_runs_config_is_said_not_a_traceback():
+    # review of 8cbba878: the split settings' comparison read old.get("train") of a run whose config.json is gone
+    # (None), and `--resume` of a --data or --dataset run whose data differed ended in an AttributeError
+    from twotower.config import load_config
+    from twotower.pipeline.run import _why_part_differs
+
+    cfg = load_config(overrides=["data.dataset=movielens-100k", "data.split=random"])
+    assert "data.split=random" in _why_part_differs(cfg, None, "train")

@@ -762,7 +762,8 @@ def _split_settings_changed(config: RunConfig, old: Any, before: dict[str, Any])
         return None  # parts given as files: no split setting plays a part
     now = config_to_dict(config)
     leaves = [(f"data.{k}", before[k], now["data"][k]) for k in SPLIT_SETTINGS if k in before and before[k] != now["data"][k]]
-    seed = old.get("train", {}).get("seed") if isinstance(old.get("train"), dict) else None
+    train = old.get("train") if isinstance(old, dict) else None  # None: no config.json (or not an object)
+    seed = train.get("seed") if isinstance(train, dict) else None
     if config.data.split == "random" and seed is not None and seed != config.train.seed:
         leaves.append(("train.seed", seed, config.train.seed))
     return "; ".join(_described(leaf) for leaf in leaves) or None
