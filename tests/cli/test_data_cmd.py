@@ -249,6 +249,19 @@ def test_dataset_with_a_flag_of_input_is_refused_not_ignored(tmp_path, capsys, f
     assert not out.exists()
 
 
+@pytest.mark.parametrize("flags", [[], ["data.time_unit=s"], ["--format", "auto"], ["data.format=auto"]])
+def test_dataset_with_settings_that_ignore_nothing_is_not_refused(flags):
+    """data.time_unit is read by a time split's cut-offs, of a dataset too, and `auto` is the default format: the
+    refusal of settings that say how to read --input refused them as "ignored" (review of 756665d4)."""
+    import argparse
+
+    from twotower.cli.data_cmd import _check_one_input
+
+    fmt = flags[1] if flags[:1] == ["--format"] else None
+    overrides = [f for f in flags if "=" in f]
+    _check_one_input(argparse.Namespace(dataset="movielens-100k", input=None, format=fmt, overrides=overrides))
+
+
 def test_data_split_into_a_runs_data_folder_is_refused(tmp_path, capsys):
     """`data split --out RUN/data` replaced the split a run was trained on: `evaluate --run RUN` then scored
     another test set without a word (data/*.csv are read, not checksummed)."""

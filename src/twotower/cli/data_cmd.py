@@ -140,8 +140,11 @@ def _check_one_input(args: argparse.Namespace) -> None:
     if args.input:
         raise ConfigError(f"--input {args.input} and --dataset {args.dataset} each name the interactions to split: "
                           "give one of them")
-    reading = (["--format"] if args.format is not None else []) + [
-        item.split("=", 1)[0].strip() for item in getattr(args, "overrides", None) or []]
+    # data.time_unit is no reading setting alone: the time split's cut-offs are read in it, of a dataset too; an
+    # explicit `auto` format (the default) ignores nothing
+    pairs = [[part.strip() for part in item.partition("=")[::2]] for item in getattr(args, "overrides", None) or []]
+    reading = (["--format"] if args.format not in (None, "auto") else []) + [
+        key for key, value in pairs if key != "data.time_unit" and (key, value) != ("data.format", "auto")]
     if reading:
         raise ConfigError(f"{', '.join(reading)}: how to read --input; --dataset {args.dataset} is read in its own "
                           f"format, which would ignore {'it' if len(reading) == 1 else 'them'}: leave "
