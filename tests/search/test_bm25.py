@@ -37,6 +37,29 @@ def test_save_load_roundtrip(tmp_path):
     assert not list((tmp_path / "bm25").rglob("*.pkl"))
 
 
+
+def test_save_refuses_a_folder_of_other_files_and_keeps_them(tmp_path):
+    # the folder is swapped in whole: a folder of the user's files was replaced by the index, its files gone
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    r = BM25Retriever().fit(TEXTS, IDS)
+    with pytest.raises(ConfigError, match=r"^path .*mine: a non-empty folder that is not a BM25 index"):
+        r.save(mine)
+    assert (mine / "notes.txt").read_text() == "mine" and not (mine / "meta.json").exists()
+
+
+def test_save_replaces_an_earlier_index_and_refuses_one_holding_other_files_unless_forced(tmp_path):
+    r = BM25Retriever().fit(TEXTS, IDS)
+    r.save(tmp_path / "bm25")
+    r.save(tmp_path / "bm25")  # an earlier BM25 index of its own files: replaced
+    (tmp_path / "bm25" / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match=r"notes\.txt.*force=True"):
+        r.save(tmp_path / "bm25")
+    r.save(tmp_path / "bm25", force=True)
+    assert not (tmp_path / "bm25" / "notes.txt").exists()
+    assert BM25Retriever.load(tmp_path / "bm25").doc_ids == IDS
+
 def test_score_matches_search_and_errors():
     r = BM25Retriever().fit(TEXTS, IDS)
     res = r.search(["risk of heart attack"], 3)

@@ -28,6 +28,7 @@ __all__ = [
     "existing_dir",
     "file_table",
     "is_bi_encoder",
+    "is_bm25_index",
     "is_cross_encoder",
     "is_search_index",
     "listed_files",
@@ -173,6 +174,11 @@ def _json_kind(path: Path) -> object:
 
 def is_search_index(path: str | os.PathLike[str]) -> bool:
     return _json_kind(Path(path) / INDEX_META) == "search_index"
+
+
+def is_bm25_index(path: str | os.PathLike[str]) -> bool:
+    """A folder :meth:`~twotower.search.bm25.BM25Retriever.save` wrote (its meta.json says ``"kind": "bm25"``)."""
+    return _json_kind(Path(path) / INDEX_META) == "bm25"
 
 
 def is_bi_encoder(path: str | os.PathLike[str]) -> bool:

@@ -18,8 +18,10 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError
 from twotower.results import PAD_ID, Results
+from twotower.search.artefacts import is_bm25_index, out_check
 from twotower.utils.atomic import atomic_dir, atomic_write_json, read_json
 from twotower.utils.extras import require
+from twotower.utils.folder_lock import writes_folder
 
 __all__ = ["BM25Config", "BM25Retriever"]
 
@@ -203,6 +205,11 @@ def read_meta(path: Path) -> dict:
     return meta
 
 
+def _own_files(path: Path) -> frozenset[str]:
+    """The files an earlier :meth:`BM25Retriever.save` wrote in ``path``: its meta.json and bm25s' own folder."""
+    return frozenset({"meta.json", *(f.relative_to(path).as_posix() for f in (path / "bm25s").rglob("*"))})
+
+
 class BM25Retriever:
     """``fit(doc_texts, doc_ids)`` then ``search(queries, k) -> Results`` (ids = doc rows)."""
 
@@ -331,15 +338,30 @@ class BM25Retriever:
         vocab = self._bm25.vocab_dict
         return len(vocab) - ("" in vocab)
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the index to the folder ``path`` (bm25s' npy + JSON files and ``meta.json``; no pickles), atomically."""
+    @writes_folder("path", "BM25Retriever.save", check=out_check("BM25 index", is_bm25_index, own_files=_own_files))
+    def save(self, path: str | os.PathLike[str], *, force: bool = False) -> None:
+        """Write the index to the folder ``path`` (bm25s' npy + JSON files and ``meta.json``; no pickles), atomically.
+
+        ``path`` is replaced whole: a non-empty folder that is not an earlier BM25 index is refused, before any
+        work, and so is an earlier one holding files it did not write, unless ``force``, as ``SearchIndex.save``
+        refuses them: unchecked, a folder of the user's files was swapped out for the index without a word."""
         if self._bm25 is None:
             raise ConfigError("nothing to save: call fit() first")
         with atomic_dir(path) as tmp:
-            self._bm25.save(str(tmp / "bm25s"), show_progress=False)
-            atomic_write_json(
-                tmp / "meta.json", {"format": 1, "kind": "bm25", "config": asdict(self.config), "doc_ids": self.doc_ids}
-            )
+            self.save_into(tmp)
+
+    def save_into(self, folder: Path) -> None:
+        """Write the index's files into ``folder``, a new folder inside an artefact whose writer checks and swaps in
+        the whole (``SearchIndex.save``'s ``bm25/``): :meth:`save`'s check and lock would find, and leave a lock file
+        in, that writer's temporary folder."""
+        if self._bm25 is None:
+            raise ConfigError("nothing to save: call fit() first")
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        self._bm25.save(str(Path(folder) / "bm25s"), show_progress=False)
+        atomic_write_json(
+            Path(folder) / "meta.json",
+            {"format": 1, "kind": "bm25", "config": asdict(self.config), "doc_ids": self.doc_ids},
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "BM25Retriever":

@@ -346,7 +346,7 @@ class SearchIndex:
         buf = io.BytesIO()
         np.save(buf, self.dense.doc_embeddings, allow_pickle=False)
         with atomic_dir(path) as tmp:
-            self.bm25.save(tmp / "bm25")
+            self.bm25.save_into(tmp / "bm25")
             atomic_write_bytes(tmp / "embeddings.npy", buf.getvalue())
             atomic_write_json(tmp / "docs.json", {"ids": self.corpus.ids, "titles": self.corpus.titles,
                                                   "texts": self.corpus.texts})
