@@ -69,3 +69,23 @@ def test_a_search_index_refuses_a_bad_fusion_before_encoding(tmp_path):
     corpus = load_corpus(write_beir(tmp_path / "beir") / "corpus.jsonl")
     with pytest.raises(ConfigError, match=r"^fusion 'rrf' with params"):
         SearchIndex.build(corpus, fusion={"name": "rrf", "params": {"kk": 1}})
+
+
+THREE_WEIGHTS = {"name": "interpolation", "params": {"weights": [0.3, 0.3, 0.4], "normalization": "minmax"}}
+
+
+def test_a_search_index_refuses_an_interpolation_of_other_than_two_lists_before_encoding(tmp_path):
+    # a FusionChoice of 3 weights is sound for 3 lists: the index was built and saved, then every hybrid query
+    # failed ("need one weight per Results (2), got 3") and SearchIndex.load refused the index whole
+    corpus = load_corpus(write_beir(tmp_path / "beir") / "corpus.jsonl")
+    hybrid = r"^fusion 'interpolation' with params .* cannot be applied to a hybrid search, which fuses 2 lists"
+    for fusion in (THREE_WEIGHTS, FusionChoice(**THREE_WEIGHTS)):
+        with pytest.raises(ConfigError, match=hybrid + r" .* with 3 weights; give one weight per list"):
+            SearchIndex.build(corpus, fusion=fusion, cache_dir=tmp_path / "cache")
+    with pytest.raises(ConfigError, match=hybrid):
+        SearchIndex(corpus, None, None, model=None, fusion=THREE_WEIGHTS)
+
+
+def test_search_evaluate_refuses_an_interpolation_of_other_than_two_lists_before_reading_data(tmp_path):
+    with pytest.raises(ConfigError, match=r"cannot be applied to a hybrid search, which fuses 2 lists"):
+        search_evaluate(tmp_path / "nothing-here", "test", "hybrid", fusion=THREE_WEIGHTS)

@@ -132,7 +132,7 @@ def search_evaluate(
     """
     from twotower.search.beir import load_beir, resolve_beir_dir  # noqa: PLC0415
 
-    from twotower.search.fusion import FusionChoice, as_fusion, fuse_with_head  # noqa: PLC0415
+    from twotower.search.fusion import FusionChoice, as_hybrid_fusion, fuse_with_head  # noqa: PLC0415
 
     if retriever not in RETRIEVERS:
         raise ConfigError(f"retriever must be one of {', '.join(RETRIEVERS)}; got {retriever!r}")
@@ -148,7 +148,8 @@ def search_evaluate(
     if isinstance(rerank_top, bool) or not isinstance(rerank_top, (int, np.integer)) or rerank_top < 1:
         # rerank_top=0 reranked nothing and reported the first stage as reranked (capped at the corpus below)
         raise ConfigError(f"rerank_top: must be a positive integer, got {rerank_top!r}")  # as SearchIndex.search says
-    choice = as_fusion(fusion) if fusion is not None else FusionChoice(name="rrf", params={"k": SearchConfig.rrf_k})
+    choice = (as_hybrid_fusion(fusion) if fusion is not None
+              else FusionChoice(name="rrf", params={"k": SearchConfig.rrf_k}))
     from twotower.search.bm25 import check_bm25_config  # noqa: PLC0415
 
     check_bm25_config(bm25)

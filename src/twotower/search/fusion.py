@@ -45,6 +45,7 @@ __all__ = [
     "score_interpolation",
     "FusionChoice",
     "as_fusion",
+    "as_hybrid_fusion",
     "tune_fusion",
     "fusion_from_config",
     "fuse_with_head",
@@ -241,6 +242,25 @@ def as_fusion(fusion: "FusionChoice | Mapping[str, Any]") -> FusionChoice:
         return FusionChoice(name=fusion["name"], params=dict(fusion.get("params") or {}),
                             valid_ndcg10=fusion.get("valid_ndcg10"))
     raise ConfigError(f"fusion must be a FusionChoice or a dict {{'name': ..., 'params': {{...}}}}, got {fusion!r}")
+
+
+#: the lists a hybrid search fuses, in this order (SearchIndex.search, search_evaluate)
+HYBRID_LISTS = ("BM25's", "the dense one")
+
+
+def as_hybrid_fusion(fusion: "FusionChoice | Mapping[str, Any]") -> FusionChoice:
+    """``fusion`` (:func:`as_fusion`) checked as a hybrid search applies it: to :data:`HYBRID_LISTS`, two lists.
+
+    A FusionChoice is checked on as many lists as it has weights, so an interpolation of 3 was accepted: the corpus
+    was encoded and the index saved, then every hybrid query failed ("need one weight per Results (2), got 3") and
+    SearchIndex.load refused the saved index whole."""
+    choice = as_fusion(fusion)
+    weights = choice.params.get("weights")
+    if choice.name == "interpolation" and len(weights) != len(HYBRID_LISTS):
+        raise ConfigError(f"fusion {choice.name!r} with params {choice.params!r} cannot be applied to a hybrid search, "
+                          f"which fuses {len(HYBRID_LISTS)} lists ({' and '.join(HYBRID_LISTS)}), with "
+                          f"{len(weights)} weights; give one weight per list, [w_bm25, w_dense]")
+    return choice
 
 
 def _floor(choice: FusionChoice, results_list: Sequence[Results]) -> np.ndarray:

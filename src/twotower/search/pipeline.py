@@ -271,7 +271,7 @@ class SearchIndex:
 
     def __init__(self, corpus: Corpus, bm25, dense, *, model: str | None, fusion: "FusionChoice | dict | None" = None,
                  source: dict | None = None) -> None:
-        from twotower.search.fusion import as_fusion  # noqa: PLC0415
+        from twotower.search.fusion import as_hybrid_fusion  # noqa: PLC0415
 
         self.corpus = corpus
         self.bm25 = bm25
@@ -282,7 +282,7 @@ class SearchIndex:
         self.model = model
         # stored as meta.json writes it; a FusionChoice (what tune_fusion and fusion_from_config return) was kept
         # as given, and the first query failed on fusion["name"], save on "not JSON serialisable"
-        choice = as_fusion(fusion or {"name": "rrf", "params": {"k": SearchConfig.rrf_k}})
+        choice = as_hybrid_fusion(fusion or {"name": "rrf", "params": {"k": SearchConfig.rrf_k}})
         self.fusion = {"name": choice.name, "params": dict(choice.params)}
         self.source = source  # where the corpus was read from (e.g. {"beir": DIR}), recorded in meta.json
 
@@ -318,10 +318,10 @@ class SearchIndex:
         pattern, ..., as ``search index --token-pattern``), saved with the index in ``bm25/meta.json``; None: its
         defaults."""
         from twotower.search.finetune import encoder_settings  # noqa: PLC0415
-        from twotower.search.fusion import as_fusion  # noqa: PLC0415
+        from twotower.search.fusion import as_hybrid_fusion  # noqa: PLC0415
         from twotower.utils.runtime import set_threads  # noqa: PLC0415
 
-        as_fusion(fusion or {"name": "rrf"})  # a bad fusion is refused before the corpus is encoded
+        as_hybrid_fusion(fusion or {"name": "rrf"})  # a bad fusion is refused before the corpus is encoded
         from twotower.search.bm25 import BM25Retriever, check_bm25_config  # noqa: PLC0415
 
         check_bm25_config(bm25)  # so are BM25 settings that are not a BM25Config
