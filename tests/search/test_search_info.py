@@ -108,3 +108,22 @@ def test_the_text_says_how_many_passages_the_embeddings_cut(index, capsys):
     want = (f"{meta['truncation']['cut']} of 2 passages cut at 32 word pieces "
             f"(longest {meta['truncation']['longest']})")
     assert f"  truncation       {want}\n" in capsys.readouterr().out
+
+
+def test_a_query_tower_recorded_with_the_older_fingerprint_is_not_said_to_have_changed(index, capsys):
+    # the same weights, fingerprinted before whole files were hashed: search query answers from such an index, and
+    # info said "(changed: ... dense and hybrid search and serve refuse the index until it is rebuilt)"
+    from twotower.search import SearchIndex
+    from twotower.text import default_model_path
+
+    from tests.text.test_weights_fingerprint import _head_tail as head_tail
+
+    meta_path = index / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "query_encoder": f"st@{head_tail(default_model_path())}"}))
+    SearchIndex.load(index)  # not refused
+    assert main(["search", "info", "--index", str(index), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["query_encoder_matches"] is True
+    assert main(["search", "info", "--index", str(index)]) == 0
+    text = capsys.readouterr().out
+    assert "(the model's query tower)" in text and "changed" not in text

@@ -190,6 +190,7 @@ def describe_index(path: str | os.PathLike[str]) -> dict[str, object]:
     :meth:`~twotower.search.bm25.BM25Retriever.settings` (k1, b, method, stopwords, stemmer, token_pattern,
     documents, vocabulary). A folder saved by ``BM25Retriever.save`` gives ``kind`` "bm25" and ``bm25`` alone."""
     from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
+    from twotower.text.encoder import same_encoder_id  # noqa: PLC0415
 
     path = Path(path)
     try:
@@ -210,7 +211,9 @@ def describe_index(path: str | os.PathLike[str]) -> dict[str, object]:
         query_now = _tower_ids(model, EncoderSettings(backend=meta.get("encoder_backend", "torch")))[0]
     return {"kind": "search_index", "path": str(path.resolve()), **{k: meta.get(k) for k in DESCRIBED},
             "model_found": found, "query_encoder_now": query_now,
-            "query_encoder_matches": None if query_now is None else query_now == meta["query_encoder"],
+            # as SearchIndex.load matches them: `==` said an id recorded with the older fingerprint of the same weights
+            # had "changed", that dense and hybrid search refuse the index, while search query answered from it
+            "query_encoder_matches": None if query_now is None else same_encoder_id(meta["query_encoder"], query_now),
             "bm25": BM25Retriever.load(path / "bm25").settings()}
 
 
