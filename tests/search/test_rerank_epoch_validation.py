@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import twotower.search.rerank as rerank
+from twotower.errors import ConfigError, DataError
 from twotower.results import Results
 from twotower.search import RerankTrainConfig, RerankValidation, train_cross_encoder
 
@@ -101,3 +102,33 @@ def test_patience_defaults_to_the_config_and_is_checked():
     assert args.patience == RerankTrainConfig.patience
     with pytest.raises(ConfigError, match=r"^RerankTrainConfig\.patience: must be >= 1, got 0$"):
         RerankTrainConfig(patience=0)
+
+
+_FIRST = Results(np.array([[1, 0, 2], [3, 2, 0]]), np.array([[3.0, 2.0, 1.0]] * 2, dtype=np.float32))
+
+
+@pytest.mark.parametrize("queries, relevant, top_n, match", [
+    # were accepted, and failed only once the first epoch had trained ("3 queries but 2 result rows")
+    (["a", "b", "c"], [np.array([0])] * 3, 3,
+     r"^RerankValidation.first_stage must be Results with one row per query \(3\), got 2 rows"),
+    (["a", "b"], [np.array([0])], 3, r"^RerankValidation needs one array of relevant corpus rows per query"),
+    (["a", "b"], [np.array([0]), np.array([], dtype=np.int64)], 3, r"^RerankValidation.relevant for query 'b'"),
+    (["a", "b"], [np.array([0])] * 2, 0, r"^RerankValidation.top_n: must be a positive integer, got 0"),
+    ("ab", [np.array([0])] * 2, 3, r"^RerankValidation.queries must be a list of query texts"),
+])
+def test_a_validation_set_that_cannot_be_reranked_is_refused_when_built(queries, relevant, top_n, match):
+    with pytest.raises(ConfigError, match=match):
+        RerankValidation(queries, _FIRST, relevant, top_n=top_n)
+
+
+@pytest.mark.parametrize("first, relevant, what", [
+    (Results(np.array([[9, 0, 2], [3, 2, 0]]), _FIRST.scores), [np.array([0]), np.array([2])], "first_stage"),
+    (_FIRST, [np.array([0]), np.array([9])], "relevant"),
+])
+def test_validation_rows_past_the_corpus_are_refused_before_training(tmp_path, first, relevant, what):
+    # a first-stage row past the corpus was an IndexError after the first epoch; a relevant one scored 0 silently
+    val = RerankValidation(["red apple", "blue sky"], first, relevant, top_n=3)
+    with pytest.raises(DataError, match=rf"^validation.{what} rows must lie in \[0, 4\), the corpus rows"):
+        train_cross_encoder(["red apple", "blue sky"], [0, 2], [np.array([1]), np.array([3])], DOCS,
+                            tmp_path / "ce", validation=val, show_progress=False)
+    assert not (tmp_path / "ce").exists()

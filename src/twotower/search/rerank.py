@@ -323,6 +323,31 @@ class RerankValidation:
     top_n: int = SearchConfig.rerank_top
     first_stage_name: str = "bm25"
 
+    def __post_init__(self) -> None:
+        # built by hand (train_cross_encoder(validation=...)), a mismatch was found only when the first epoch had
+        # trained and its lists were reranked: "3 queries but 2 result rows", naming neither this set nor the fix
+        from twotower.search.validation import checked_relevant  # noqa: PLC0415
+
+        relevant = checked_relevant(self.queries, self.relevant, "RerankValidation")
+        if not isinstance(self.first_stage, Results) or len(self.first_stage) != len(self.queries):
+            got = f"{len(self.first_stage)} rows" if isinstance(self.first_stage, Results) else type(self.first_stage).__name__
+            raise ConfigError(f"RerankValidation.first_stage must be Results with one row per query "
+                              f"({len(self.queries)}), got {got}")
+        if isinstance(self.top_n, bool) or not isinstance(self.top_n, (int, np.integer)) or self.top_n < 1:
+            raise ConfigError(f"RerankValidation.top_n: must be a positive integer, got {self.top_n!r}")
+        object.__setattr__(self, "queries", list(self.queries))
+        object.__setattr__(self, "relevant", relevant)
+
+
+def _check_validation_rows(validation: RerankValidation, n_docs: int) -> None:
+    """The corpus rows ``validation`` names lie in ``doc_texts``, checked before training: a first-stage row past it
+    failed with an IndexError once the first epoch had trained, and a relevant row past it, never retrieved, scored
+    every epoch 0 without a word (as finetune_bi_encoder refuses it)."""
+    for what, rows in (("first_stage", validation.first_stage.ids[validation.first_stage.ids != PAD_ID]),
+                       ("relevant", np.concatenate(validation.relevant))):
+        if rows.size and int(rows.max()) >= n_docs:
+            raise DataError(f"validation.{what} rows must lie in [0, {n_docs}), the corpus rows")
+
 
 def validate_reranking(reranker: "CrossEncoderReranker", val: RerankValidation,
                        doc_texts: Sequence[str]) -> dict[str, Any]:
@@ -437,6 +462,8 @@ def train_cross_encoder(
     if not (len(queries) == len(positive_rows) == len(negatives)):
         raise DataError("queries, positive_rows and negatives need the same length")
     source = _with_bm25(source, bm25)
+    if validation is not None:
+        _check_validation_rows(validation, len(doc_texts))
     if validation is None and cfg.valid_frac > 0:
         # valid_frac was ignored without a word from Python (the marker's validation null), as the CLI holds out
         queries, positive_rows, negatives, validation = _holdout_validation(queries, positive_rows, negatives,

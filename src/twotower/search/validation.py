@@ -33,23 +33,31 @@ class ValidationSet:
     def __post_init__(self) -> None:
         # built by hand (finetune_bi_encoder(validation=...)), a mismatch failed after the model loaded as "relevant
         # has 1 users but ranked has 2", and an empty set or a query without a relevant row wrote NDCG@10 NaN
-        if isinstance(self.queries, str) or not all(isinstance(q, str) for q in self.queries):
-            raise ConfigError("ValidationSet.queries must be a list of query texts")
-        if len(self.queries) != len(self.relevant) or not self.queries:
-            raise ConfigError(f"ValidationSet needs one array of relevant corpus rows per query, and at least one "
-                              f"query; got {len(self.queries)} queries and {len(self.relevant)} arrays")
-        rows = [np.asarray(r) for r in self.relevant]
-        for q, r in zip(self.queries, rows):
-            if r.ndim != 1 or not r.size or not np.issubdtype(r.dtype, np.integer) or r.min() < 0:
-                raise ConfigError(f"ValidationSet.relevant for query {q!r} must be a non-empty 1-d array of corpus "
-                                  f"rows (integers >= 0), got {r!r}")
+        relevant = checked_relevant(self.queries, self.relevant, "ValidationSet")
         object.__setattr__(self, "queries", list(self.queries))
-        object.__setattr__(self, "relevant", [r.astype(np.int64) for r in rows])
+        object.__setattr__(self, "relevant", relevant)
 
     @property
     def pairs(self) -> int:
         """The (query, relevant row) judgements the set holds."""
         return int(sum(r.size for r in self.relevant))
+
+
+def checked_relevant(queries: Sequence[str], relevant: Sequence[np.ndarray], owner: str) -> list[np.ndarray]:
+    """``relevant`` as int64 arrays: ``queries`` a list of texts, at least one, each with a non-empty 1-d array of
+    corpus rows; else a ConfigError naming ``owner``, the held-out set it was given to (ValidationSet,
+    RerankValidation)."""
+    if isinstance(queries, str) or not all(isinstance(q, str) for q in queries):
+        raise ConfigError(f"{owner}.queries must be a list of query texts")
+    if len(queries) != len(relevant) or not queries:
+        raise ConfigError(f"{owner} needs one array of relevant corpus rows per query, and at least one "
+                          f"query; got {len(queries)} queries and {len(relevant)} arrays")
+    rows = [np.asarray(r) for r in relevant]
+    for q, r in zip(queries, rows):
+        if r.ndim != 1 or not r.size or not np.issubdtype(r.dtype, np.integer) or r.min() < 0:
+            raise ConfigError(f"{owner}.relevant for query {q!r} must be a non-empty 1-d array of corpus "
+                              f"rows (integers >= 0), got {r!r}")
+    return [r.astype(np.int64) for r in rows]
 
 
 def hold_out(queries: Sequence[str], positive_rows: Sequence[int], frac: float, seed: int, *,
