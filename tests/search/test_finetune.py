@@ -172,3 +172,18 @@ def test_a_tiny_temperature_is_named_when_fine_tuning_diverges(tmp_path):
     with pytest.raises(TrainingDiverged, match=r"Raise FinetuneConfig\.temperature=1e-40 .*the default is 0\.05.*"
                                                r"\(FinetuneConfig\.lr\)"):
         finetune_bi_encoder(QUERIES[:4], [0, 1, 2, 3], DOCS, tmp_path / "m", config=cfg, show_progress=False)
+
+
+@pytest.mark.parametrize("row, match", [
+    # -1, the padding of a Results row, read doc_texts[-1]: the last document trained on as a negative, silently
+    (-1, r"^negatives\[1\] holds the row -1: rows must lie in \[0, 8\), the corpus rows; -1 is the padding of a "
+         r"Results row \(PAD_ID\): leave it out"),
+    (8, r"^negatives\[1\] holds the row 8: rows must lie in \[0, 8\), the corpus rows$"),
+])
+def test_a_negative_row_outside_the_corpus_is_refused_before_training(tmp_path, row, match):
+    from twotower.errors import DataError
+
+    negatives = [np.array([1]), np.array([2, row])] + [np.array([0])] * 6
+    with pytest.raises(DataError, match=match):
+        finetune_bi_encoder(QUERIES, list(range(8)), DOCS, tmp_path / "m", negatives=negatives, show_progress=False)
+    assert not (tmp_path / "m").exists()

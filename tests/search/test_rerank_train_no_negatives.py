@@ -51,3 +51,27 @@ def test_negatives_dropped_as_too_close_point_at_the_margin(tmp_path, monkeypatc
     rc = main(["rerank", "train", "--beir", str(beir), "--out", str(tmp_path / "ce"), "--epochs", "1"])
     err = capsys.readouterr().err
     assert rc != 0 and "1 too close to the positive" in err and "lower --mining-margin (0.05" in err
+
+
+@pytest.mark.parametrize("positives, negatives, match", [
+    # -1, the padding of a Results row, read doc_texts[-1]: the last document, here pair 2's own positive, was
+    # trained on as a negative without a word
+    ([0, 1, 2], [[1], [2, -1], [0]], r"^negatives\[1\] holds the row -1: rows must lie in \[0, 3\), the corpus rows; "
+                                     r"-1 is the padding of a Results row \(PAD_ID\): leave it out"),
+    ([0, 3, 2], [[1], [2], [0]], r"^positive_rows holds the row 3: rows must lie in \[0, 3\), the corpus rows$"),
+])
+def test_rows_outside_the_corpus_are_refused_before_the_model_loads(tmp_path, monkeypatch, positives, negatives,
+                                                                    match):
+    import numpy as np
+
+    import twotower.search.rerank as rerank
+    from twotower.errors import DataError
+
+    def never(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the cross-encoder was loaded")
+
+    monkeypatch.setattr(rerank, "_load_fresh_head", never)
+    texts = [d["text"] for d in DOCS]
+    with pytest.raises(DataError, match=match):
+        rerank.train_cross_encoder([q["text"] for q in QUERIES], positives, [np.array(n) for n in negatives], texts,
+                                   tmp_path / "ce", show_progress=False)

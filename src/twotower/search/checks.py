@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, DataError
 from twotower.index.base import check_depth as index_depth
+from twotower.results import PAD_ID
 
-__all__ = ["FIRST_STAGE_ORDER", "check_depth", "check_query_texts", "first_stage_orders", "rerank_top_needs_rerank",
-           "wordless"]
+__all__ = ["FIRST_STAGE_ORDER", "check_corpus_rows", "check_depth", "check_query_texts", "first_stage_orders",
+           "rerank_top_needs_rerank", "wordless"]
 
 #: what orders a reranked list's hits past its rerank depth, by mode: nothing is fused in a single retriever's list
 #: (`search query`'s mark of them and POST /search's schema say it in these words)
@@ -52,6 +54,20 @@ def check_depth(value: Any, name: str, n_docs: int) -> int:
     """``value`` (``k``, ``rerank_top``) as an int from 1 to the larger of MAX_K and the corpus size: the index's
     rule (:func:`twotower.index.base.check_depth`), over documents."""
     return index_depth(value, name, n_docs, "documents")
+
+
+def check_corpus_rows(rows: Any, n_docs: int, name: str) -> None:
+    """``rows`` (a pair's hard negatives, the pairs' positives) are corpus rows in [0, ``n_docs``); else a DataError
+    naming ``name`` and the first bad row.
+
+    Python indexes from the end: a -1, the padding of a Results row (``PAD_ID``) that negatives are naturally taken
+    from, read the corpus's last document, which was trained on as a negative without a word, even for the pair
+    whose positive it is."""
+    values = np.asarray(rows).ravel()
+    bad = values[(values < 0) | (values >= n_docs)] if values.size else values
+    if bad.size:
+        pad = "; -1 is the padding of a Results row (PAD_ID): leave it out" if bad[0] == PAD_ID else ""
+        raise DataError(f"{name} holds the row {bad[0].item()}: rows must lie in [0, {n_docs}), the corpus rows{pad}")
 
 
 def rerank_top_needs_rerank(top: str, rerank: str, rerank_short: str, verb: str) -> str:

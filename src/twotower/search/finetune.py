@@ -270,7 +270,7 @@ def finetune_bi_encoder(
     from twotower.training.loop import TrainLoop  # noqa: PLC0415
     from twotower.utils.runtime import seed_everything, set_threads  # noqa: PLC0415
 
-    from twotower.search.checks import check_query_texts  # noqa: PLC0415
+    from twotower.search.checks import check_corpus_rows, check_query_texts  # noqa: PLC0415
 
     cfg = config or FinetuneConfig()
     cfg = replace(cfg, refresh_negatives=cfg.re_mines)  # null resolved, so the marker records what was done
@@ -298,6 +298,8 @@ def finetune_bi_encoder(
         raise DataError(f"positive rows must lie in [0, {n_docs}), the corpus rows")
     if negatives is not None and len(negatives) != len(queries):
         raise DataError(f"negatives needs one array per pair ({len(queries)}), got {len(negatives)}")
+    for i, rows in enumerate(() if negatives is None else negatives):
+        check_corpus_rows(rows, n_docs, f"negatives[{i}]")
     if validation is not None and max(int(r.max()) for r in validation.relevant) >= n_docs:
         # such a row is never retrieved: validation scored 0 at every epoch, without a word
         raise DataError(f"validation.relevant rows must lie in [0, {n_docs}), the corpus rows")

@@ -453,6 +453,7 @@ def train_cross_encoder(
     import torch  # noqa: PLC0415
 
     from twotower.losses import ListwiseSoftmax, LossBatch  # noqa: PLC0415
+    from twotower.search.checks import check_corpus_rows  # noqa: PLC0415
     from twotower.text.encoder import default_model_path  # noqa: PLC0415
     from twotower.training.diagnostics import check_finite_output  # noqa: PLC0415
     from twotower.training.loop import TrainLoop  # noqa: PLC0415
@@ -461,6 +462,9 @@ def train_cross_encoder(
     cfg = config or RerankTrainConfig()
     if not (len(queries) == len(positive_rows) == len(negatives)):
         raise DataError("queries, positive_rows and negatives need the same length")
+    check_corpus_rows(positive_rows, len(doc_texts), "positive_rows")
+    for i, rows in enumerate(negatives):
+        check_corpus_rows(rows, len(doc_texts), f"negatives[{i}]")
     source = _with_bm25(source, bm25)
     if validation is not None:
         _check_validation_rows(validation, len(doc_texts))
