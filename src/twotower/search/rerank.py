@@ -39,7 +39,7 @@ from twotower.search.artefacts import (
     trained_lengths,
     verify_model_dir,
 )
-from twotower.text.encoder import RerankSettings, warn_if_bf16_is_emulated
+from twotower.text.encoder import RerankSettings, readable_positions, warn_if_bf16_is_emulated
 from twotower.utils.atomic import atomic_dir, atomic_write_json
 from twotower.utils.folder_lock import writes_folder
 from twotower.utils.extras import require
@@ -480,8 +480,8 @@ def train_cross_encoder(
     model = _load_fresh_head(base_dir, cfg.max_length)
     # past the position embeddings the first forward pass failed with a tensor-size RuntimeError (as
     # text.encoder.check_max_length says for the bi-encoder): refused here, before any step
-    limit = getattr(getattr(model.model, "config", None), "max_position_embeddings", None)
-    if isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit < cfg.max_length:
+    limit = readable_positions(model.model)
+    if limit is not None and limit < cfg.max_length:
         raise LengthPastModel("max_length", cfg.max_length, limit, str(base or "all-MiniLM-L6-v2"))
     _freeze_bottom(model, cfg.freeze_layers)
     usable = [i for i in range(len(queries)) if len(negatives[i])]

@@ -42,7 +42,7 @@ __all__ = ["TextEncoder", "EncoderSettings", "BACKENDS", "BACKEND_CHOICES", "res
            "RerankSettings", "RERANK_BACKEND_CHOICES",
            "default_model_path", "weights_fingerprint", "same_encoder_id", "truncation_report", "describe_truncation",
            "log_truncation",
-           "check_max_length", "backend_of"]
+           "check_max_length", "readable_positions", "backend_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -261,13 +261,13 @@ class TextEncoder:
 
     @property
     def max_positions(self) -> int | None:
-        """The most word pieces the transformer can read (its position embeddings: 512 for MiniLM), or None
+        """The most word pieces the transformer can read (:func:`readable_positions`: 512 for MiniLM), or None
         when the model does not say."""
         try:
-            n = self.model[0].auto_model.config.max_position_embeddings  # type: ignore[index]
+            hf_model = self.model[0].auto_model  # type: ignore[index]
         except (AttributeError, IndexError, KeyError, TypeError):
             return None
-        return int(n) if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+        return readable_positions(hf_model)
 
     @property
     def backend(self) -> str:
@@ -404,6 +404,24 @@ class TextEncoder:
 
         with atomic_dir(path) as tmp, quiet_offline_hub():  # no "Writing model shards" bar, no model card look-up
             self.model.save(str(tmp), safe_serialization=True)
+
+
+def readable_positions(hf_model: Any) -> int | None:
+    """The most word pieces a transformers model reads: its position embeddings, less the rows below its first
+    position, or None when the model does not say.
+
+    A RoBERTa-style model (RoBERTa, MPNet as in all-mpnet-base-v2, XLM-R) numbers positions from padding_idx + 1, so
+    of its 514 position embeddings it reads 512 word pieces: checked against 514, ``max_length`` 513 or 514 passed
+    and the forward pass failed with "IndexError: index out of range in self".
+    """
+    n = getattr(getattr(hf_model, "config", None), "max_position_embeddings", None)
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        return None
+    embeddings = getattr(getattr(hf_model, "base_model", hf_model), "embeddings", None)
+    first = getattr(getattr(embeddings, "position_embeddings", None), "padding_idx", None)
+    if isinstance(first, int) and not isinstance(first, bool) and 0 <= first < n - 1:
+        return n - first - 1
+    return n
 
 
 def check_max_length(encoder: TextEncoder, max_length: int, flag: str = "max_length") -> None:
