@@ -43,6 +43,18 @@ def test_onnx_vectors_match_torch(encoders):
     assert not np.allclose(int8, ref, atol=1e-4)
 
 
+def test_normalize_false_gives_the_models_own_vectors_on_every_backend(encoders):
+    """all-MiniLM-L6-v2 ends in a Normalize module, which its torch pass applies whatever ``normalize`` says: the
+    ONNX graphs (transformer + pooling) left it out, so ``normalize=False`` gave vectors of norm 5 to 7 on onnx and
+    onnx-int8 where torch gave unit vectors."""
+    ref = encoders["torch"].encode(TEXTS[:4], normalize=False, show_progress=False)
+    np.testing.assert_allclose(np.linalg.norm(ref, axis=1), 1.0, atol=1e-5)
+    for backend in ("onnx", "onnx-int8"):
+        got = encoders[backend].encode(TEXTS[:4], normalize=False, show_progress=False)
+        np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+        assert (got * ref).sum(1).min() > (0.9999 if backend == "onnx" else 0.97)
+
+
 def test_backend_is_part_of_the_model_id_and_the_cache_key(encoders, tmp_path):
     ids = {b: e.model_id for b, e in encoders.items()}
     assert ids["onnx"] == ids["torch"] + "+onnx.e2" and ids["onnx-int8"] == ids["torch"] + "+onnx-int8.e2.r1"

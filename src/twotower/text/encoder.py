@@ -347,6 +347,8 @@ class TextEncoder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         onnx = self._onnx_forward() if self.backend in _ONNX else None
+        # the ONNX graphs pool without the model's own Normalize, which its torch pass applies whatever normalize says
+        normalize_onnx = normalize or (onnx is not None and onnx.normalizes)
         st = self._torch_model()
         order = np.argsort([-len(str(t)) for t in texts], kind="stable")  # longest first
         out = np.empty((len(texts), self.dim), dtype=np.float32)  # [N, D]
@@ -367,11 +369,11 @@ class TextEncoder:
                         # ranked otherwise than `search query`, and a cached vector kept the batch it came in);
                         # ~1.25x the batched time
                         emb = np.concatenate([onnx([t], int(max_length)) for t in batch])
-                        if normalize:
+                        if normalize_onnx:
                             emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
                     elif onnx is not None:
                         emb = onnx(batch, int(max_length))  # [B, D], pooled
-                        if normalize:
+                        if normalize_onnx:
                             emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
                     else:
                         emb = st.encode(batch, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True,

@@ -196,8 +196,14 @@ def _warn_unwritable(cache: Path, e: OSError) -> None:
                    "writable folder to keep it)", cache, e.strerror or e)
 
 
+def _ends_in_normalize(st_model: Any) -> bool:
+    """Whether the encoder's last module is Normalize (all-MiniLM-L6-v2's is), which the exported graph leaves out."""
+    return type(list(st_model)[-1]).__name__ == "Normalize"
+
+
 class OnnxForward:
-    """An ONNX Runtime session computing pooled (not yet normalised) embeddings ``[B, H]``."""
+    """An ONNX Runtime session computing pooled (not yet normalised) embeddings ``[B, H]``; ``normalizes`` says
+    whether the model's own last module L2-normalises them, as its torch pass does."""
 
     def __init__(self, st_model: Any, fingerprint: str, *, int8: bool, threads: int | None) -> None:
         import onnxruntime as ort
@@ -220,6 +226,9 @@ class OnnxForward:
         meta = read_export(folder)
         self.names: list[str] = list(meta["inputs"])
         self.tokenizer = st_model[0].tokenizer
+        # the graph is transformer + pooling: without the model's Normalize, normalize=False gave vectors of norm 5
+        # to 7 where the torch pass of the same model gives unit vectors
+        self.normalizes = _ends_in_normalize(st_model)
         opts = ort.SessionOptions()
         # without --encoder-threads, torch's count (what --threads / TWOTOWER_THREADS set, else its all-cores
         # default): ONNX Runtime's own default took every core, so `search evaluate --threads 1` on a shared machine
