@@ -17,6 +17,7 @@ from tests.read_only_home import read_only_home
 def test_unwritable_home_says_to_set_twotower_data(tmp_path, monkeypatch):
     home = tmp_path / "home"
     monkeypatch.delenv("TWOTOWER_DATA", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)  # the default copy is then under HOME, the read-only one
     read_only_home(monkeypatch, home)
 
     def no_network(*args, **kwargs):

@@ -119,6 +119,7 @@ def test_the_default_cache_is_the_users_not_the_working_folders(tmp_path, monkey
 
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)  # the user's cache is then ~/.cache's, under HOME
     enc = CountingEncoder()
     for cwd in ("a", "b"):
         (tmp_path / cwd).mkdir()
