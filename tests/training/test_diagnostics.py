@@ -29,6 +29,31 @@ def test_a_sampled_catalogue_is_measured_without_dropout_like_a_whole_one():
     assert torch.equal(torch.get_rng_state(), state)  # no dropout masks drawn from the training's stream
 
 
+def test_a_sampled_catalogues_diagnostics_leave_the_training_as_it_is(monkeypatch):
+    # above max_items the epoch's diagnostics sample their items: drawn from the trainer's own numpy stream, they
+    # moved the next epochs' history dropout, so train.diagnostics=false trained another model (losses 6.51, 3.13
+    # with them, 6.73, 3.45 without)
+    import functools
+
+    import twotower.training.epoch as epoch_mod
+    from twotower.config import EvalConfig, LossConfig, TrainConfig
+    from twotower.training.trainer import Trainer
+
+    from tests.training.tiny_trainer import tiny_mean_model
+
+    monkeypatch.setattr(epoch_mod, "model_diagnostics",
+                        functools.partial(epoch_mod.model_diagnostics, max_items=10, sample=5))  # 30 items: sampled
+    losses = {}
+    for diagnostics in (True, False):
+        seqs, model = tiny_mean_model()[2:]
+        train = TrainConfig(epochs=3, batch_size=8, lr=0.01, history_dropout=0.3, diagnostics=diagnostics,
+                            progress=False, checkpoint=False)
+        history = Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=())).fit().history
+        assert ("item_std" in history[-1]) == diagnostics
+        losses[diagnostics] = [row["loss"] for row in history]
+    assert losses[True] == losses[False]
+
+
 def _tight(std: float, n: int = 200, d: int = 8) -> torch.Tensor:
     """Embeddings of about ``std`` spread per dimension (an untrained tower's are close together)."""
     return 1.0 + std * torch.randn(n, d, generator=torch.Generator().manual_seed(1))

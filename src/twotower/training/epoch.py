@@ -95,8 +95,10 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     # are the training step's own
     with averaged(tr):
         if tr.cfg.diagnostics:
-            # sequence mode: rank 0 alone must not draw from the window stream every rank shares
-            rng = np.random.default_rng([tr.cfg.seed, epoch, 1]) if tr.sequence else tr.rng
+            # a stream of its own for the sample of a large catalogue: drawn from tr.rng, it moved the next epochs'
+            # denoising subsets and history dropout, so train.diagnostics=false trained another model (and in
+            # sequence mode rank 0 alone drew from the window stream every rank shares)
+            rng = np.random.default_rng([tr.cfg.seed, epoch, 1])
             advice = collapse_advice(tr.cfg.lr, tr.cfg.weight_decay, tr.loss_cfg.temperature)
             row.update(model_diagnostics(tr.model, rng, last, earlier=tr.history, advice=advice,  # history: epochs before
                                          line_scale=temperature_line_scale(tr.loss_cfg.temperature)))

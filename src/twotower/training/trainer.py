@@ -103,7 +103,7 @@ class Trainer:
         # bf16 matrix products (train.precision): autocast applies to CPU tensors only, so elsewhere it is fp32
         self.bf16 = kernel_precision(train.precision) == "bf16" and self.device.type == "cpu"
         self.loss_fn = make_loss(loss, world=self.world, precision="bf16" if self.bf16 else "fp32")
-        # denoising subsets and >200k-item diagnostics samples (ranks > 0 reseed in fit); sequence: window ends (shared)
+        # denoising subsets and history dropout (ranks > 0 reseed in fit); sequence: window ends (shared)
         self.rng = np.random.default_rng(train.seed)
         self.torch_gen = torch.Generator().manual_seed(train.seed)
         if self.sequence:
