@@ -1,13 +1,15 @@
 """Per-epoch diagnostics read the model as it scores, whatever the catalogue's size."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
 from twotower.config import ModelConfig, TowerConfig
 from twotower.models.two_tower import TwoTowerModel
-from twotower.training.diagnostics import embedding_diagnostics, embedding_spread, model_diagnostics
+from twotower.training.diagnostics import embedding_diagnostics, embedding_spread, model_diagnostics, uniformity
 
 
 def test_a_sampled_catalogue_is_measured_without_dropout_like_a_whole_one():
@@ -52,6 +54,16 @@ def test_a_sampled_catalogues_diagnostics_leave_the_training_as_it_is(monkeypatc
         assert ("item_std" in history[-1]) == diagnostics
         losses[diagnostics] = [row["loss"] for row in history]
     assert losses[True] == losses[False]
+
+
+def test_uniformity_of_far_apart_vectors_is_finite():
+    # unnormalised towers (model.*.normalize=false) whose vectors lie ~11 apart: every exp(-2 d^2) underflowed in
+    # float32, and log.jsonl logged item_uniformity -Infinity (not JSON to most readers) where the value is -107.3
+    x = torch.randn(1000, 64, generator=torch.Generator().manual_seed(0))
+    sq = torch.pdist(x.double()).pow(2)
+    want = float(torch.logsumexp(-2.0 * sq, 0)) - math.log(sq.numel())  # log E exp(-2 d^2), Wang & Isola (2020)
+    assert uniformity(x) == pytest.approx(want, rel=1e-6)
+    assert uniformity(x / 8) == pytest.approx(float(torch.logsumexp(-2.0 * sq / 64, 0)) - math.log(sq.numel()), rel=1e-6)
 
 
 def _tight(std: float, n: int = 200, d: int = 8) -> torch.Tensor:

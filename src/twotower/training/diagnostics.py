@@ -105,8 +105,10 @@ def uniformity(x: Tensor, t: float = 2.0, max_n: int = 2048, seed: int = 0) -> f
         x = x[torch.randperm(x.shape[0], generator=g)[:max_n]]
     if x.shape[0] < 2:
         return 0.0
-    sq = torch.pdist(x.float(), p=2).pow(2)
-    return float(sq.mul(-t).exp().mean().log())
+    sq = torch.pdist(x.double(), p=2).pow(2)
+    # log-sum-exp, not log(mean(exp)): vectors ~11 apart (unnormalised towers) underflowed every exp to 0 in
+    # float32, and the epoch logged -inf where the value is about -107
+    return float(torch.logsumexp(sq.mul(-t), dim=0)) - math.log(sq.numel())
 
 
 def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives: Tensor | None = None, *,
