@@ -226,6 +226,8 @@ def test_a_new_best_within_the_printed_digits_says_by_how_much(caplog):
     said = line([0.19, 0.200358, 0.200406])
     assert "valid NDCG@10 0.2004 (new best, up 5e-05 on 0.200358)" in said, said
     assert "valid NDCG@10 0.2100 (new best) " in line([0.19, 0.200358, 0.21])
+    # the run's first validation (train.eval_every=3: epoch 3) beats nothing: it said "(new best)"
+    assert "(new best" not in line([None, None, 0.19])  # type: ignore[list-item]
 
 
 @pytest.mark.parametrize(("kind", "accuracy"), [("inbatch", "inbatch"), ("sampled", "sampled"), ("full", "catalogue"),

@@ -41,9 +41,10 @@ def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlySto
     if value is None or stopper.best_epoch == 0:
         best = ""
     elif stopper.best_epoch == row["epoch"]:
-        best = " (new best)" if row["epoch"] > 1 else ""
         before = [r["valid_" + metric] for r in tr.history
                   if r["epoch"] < row["epoch"] and isinstance(r.get("valid_" + metric), (int, float))]
+        # best of what? the first validated epoch (epoch 3 under train.eval_every=3) has nothing before it to beat
+        best = " (new best)" if before else ""
         if best and before and f"{max(before):.4f}" == f"{value:.4f}":
             # "0.2004 (new best)" under an epoch that read 0.2004 too: the lead is below the printed digits
             best = f" (new best, up {value - max(before):.1g} on {max(before):.6f})"
