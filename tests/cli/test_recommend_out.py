@@ -229,6 +229,20 @@ def test_out_onto_a_file_of_an_index_or_an_export_is_refused(tmp_path):
     assert check_output_file(export / "recs.csv") == export / "recs.csv"
 
 
+@pytest.mark.parametrize("name", ["vectors.npy", "ids.npy", "index.faiss"])
+def test_out_onto_a_file_of_an_index_in_a_folder_of_any_name_is_refused(tmp_path, name):
+    # `index build --out idx1`, then `recommend --index idx1 --out idx1/vectors.npy` replaced the index's vectors
+    # with the CSV (exit 0), and every later load said "idx1/vectors.npy: sha256 mismatch": only a folder named
+    # `index` had its data files protected
+    index = tmp_path / "idx1"
+    index.mkdir()
+    (index / "meta.json").write_text('{"meta_sha256": "x", "backend": "exact"}')
+    (index / name).write_bytes(b"x")
+    with pytest.raises(ConfigError, match=f"is a file of the index {str(index)!r}"):
+        check_output_file(index / name)
+    assert check_output_file(index / "recs.csv") == index / "recs.csv"
+
+
 def test_out_onto_a_file_of_a_data_split_is_refused(run_dir, tmp_path, capsys):
     # `recommend --users all --history-from data/loo/train.csv data/loo/valid.csv --out data/loo/valid.csv`
     # replaced the split's validation file with the recommendations

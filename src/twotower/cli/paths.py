@@ -65,16 +65,18 @@ def _split_owning(path: Path) -> str | None:
 def artefact_owning(path: Path) -> str | None:
     """What owns ``path`` when it is a file a run, its index or an export reads or writes (``"run '/r'"``, ...), else
     None: a new file of the user's own beside them (runs/ml/recs.csv) is theirs to write."""
-    from twotower.pipeline.run_files import (CHECKPOINT_DIR, EXPORT_FILES, INDEX_DIR, INDEX_EXTRA_FILES, MANIFEST,
-                                             MANIFEST_FILES, RUN_MARKERS, RUN_OUTPUT_FILES)
+    from twotower.pipeline.run_files import (CHECKPOINT_DIR, EXPORT_FILES, INDEX_DIR, MANIFEST, MANIFEST_FILES,
+                                             RUN_MARKERS, RUN_OUTPUT_FILES)
 
     folder = path.parent
     if path.name in EXPORT_FILES and (folder / "export.json").is_file():
         return f"ONNX export {str(folder)!r}"
-    if (folder / "meta.json").is_file() and (path.name in INDEX_EXTRA_FILES or folder.name == INDEX_DIR):
-        from twotower.index.storage import is_index_dir
+    if (folder / "meta.json").is_file():
+        from twotower.index.storage import index_folder_files, is_index_dir
 
-        if is_index_dir(folder):
+        # an index is built into a folder of any name (`index build --out idx`), its data files as much its own
+        # as meta.json: `recommend --out idx/vectors.npy` replaced them, and every later load failed its checksum
+        if (folder.name == INDEX_DIR or path.name in index_folder_files(folder)) and is_index_dir(folder):
             return f"index {str(folder)!r}"
     for run in list(path.parents)[:3]:  # a run's files lie at most two folders down (vocab/, checkpoint/)
         if any((run / m).is_file() for m in RUN_MARKERS):
