@@ -16,7 +16,7 @@ import pytest
 from tests.synthetic import write_dataset
 from twotower.cli.main import main
 from twotower.utils import atomic
-from twotower.utils.atomic import atomic_dir, atomic_path, atomic_write_bytes
+from twotower.utils.atomic import atomic_dir, atomic_path, atomic_write_bytes, atomic_write_set
 
 
 def _no_space(*_a, **_k):
@@ -65,6 +65,21 @@ def test_safetensors_on_a_full_disk_is_said_as_one_whatever_room_is_left_after(t
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_set_of_files_names_the_one_it_was_writing(tmp_path):
+    # `data split` writes train/valid/test.csv as one set: a disk that filled while valid.csv was written was said
+    # as "No space left on device: .../train.csv", the first file of the set, already whole
+    def filling():
+        yield b"user_id,item_id\n"
+        _no_space()
+
+    files = {tmp_path / "train.csv": b"t", tmp_path / "valid.csv": filling(), tmp_path / "test.csv": b"x"}
+    (tmp_path / "valid.csv").write_bytes(b"old")
+    with pytest.raises(OSError) as got:
+        atomic_write_set(files)
+    assert got.value.errno == errno.ENOSPC and got.value.filename == str(tmp_path / "valid.csv")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["valid.csv"] and (tmp_path / "valid.csv").read_bytes() == b"old"
+
+
 def test_a_file_inside_a_folder_artefact_is_named_where_it_would_have_been(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "write_bytes", _no_space)
     with pytest.raises(OSError) as got, atomic_dir(tmp_path / "checkpoint") as tmp:
@@ -79,8 +94,8 @@ def test_the_cli_says_a_full_disk_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(os, "fsync", _no_space)
     assert main(["-q", "data", "split", "--input", str(paths["all"]), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    # the set is written last file first: the first write that fails is split_report.json's
-    assert err.startswith(f"error: No space left on device: {out / 'split_report.json'}; free space there")
+    # the set is written in its order: the first write that fails is train.csv's
+    assert err.startswith(f"error: No space left on device: {out / 'train.csv'}; free space there")
     assert err.count("\n") == 1
     monkeypatch.setattr(os, "fsync", lambda *_a: (_ for _ in ()).throw(OSError(errno.EROFS, "Read-only file system")))
     assert main(["-q", "data", "split", "--input", str(paths["all"]), "--out", str(out)]) == 2

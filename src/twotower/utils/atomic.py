@@ -414,13 +414,24 @@ def atomic_write_set(files: Mapping[Path, bytes | Iterable[bytes]]) -> None:
         # the stack moves the last one entered into place first: entered in reverse, they move in the order given
         temps = {target: stack.enter_context(atomic_path(target)) for target in reversed(list(files))}
         for target, data in files.items():
-            with open(temps[target], "wb") as fh:
-                for piece in ((data,) if isinstance(data, (bytes, bytearray, memoryview)) else data):
-                    fh.write(piece)
-                fh.flush()
-                os.fsync(fh.fileno())
+            _write_pieces(temps[target], data, target)
         with signals_deferred():  # a Ctrl-C between two moves left a new train.csv beside the old valid/test.csv
             stack.close()
+
+
+def _write_pieces(tmp: Path, data: bytes | Iterable[bytes], target: Path) -> None:
+    """Write and sync one file of :func:`atomic_write_set` to its temporary ``tmp``; a failure of the storage is
+    raised naming ``target``. Left to the set's :func:`atomic_path` exits, it was named by the one that exits first,
+    the set's first file: a disk that filled while valid.csv was written said "No space left on device: train.csv"."""
+    try:
+        with open(tmp, "wb") as fh:
+            for piece in ((data,) if isinstance(data, (bytes, bytearray, memoryview)) else data):
+                fh.write(piece)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except Exception as e:
+        _raise_storage_error(e, tmp.parent, target)
+        raise
 
 
 @contextlib.contextmanager
