@@ -98,3 +98,20 @@ def test_index_build_under_q_prints_its_report_not_its_opening_line(run_dir, tmp
     assert opening not in out and out.startswith(f"saved exact index to {tmp_path / 'q'}") and err == ""
     assert main(["index", "build", "--run", str(run_dir), "--index", "exact", "--out", str(tmp_path / "loud")]) == 0
     assert capsys.readouterr().out.startswith(opening)  # without -q: stdout as it was
+
+
+def test_each_command_logs_at_its_own_level_and_leaves_the_callers_after(tmp_path, caplog):
+    # logging.basicConfig sets the level only while the root logger has no handler: a second main() in one process
+    # (a notebook, a test) logged at the first one's level, so a `-q` command silenced the next one's INFO lines
+    import logging
+
+    from tests.synthetic import write_dataset
+
+    paths = write_dataset(tmp_path / "src")
+    root = logging.getLogger()
+    before = root.level
+    assert main(["-q", "data", "split", "--input", str(paths["all"]), "--out", str(tmp_path / "a")]) == 0
+    assert not [r for r in caplog.records if r.levelno < logging.WARNING]
+    assert main(["data", "split", "--input", str(paths["all"]), "--out", str(tmp_path / "b")]) == 0
+    assert any("data split: saving" in r.getMessage() for r in caplog.records)
+    assert root.level == before

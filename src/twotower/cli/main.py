@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import sys
-from typing import IO, Callable, NoReturn
+from typing import IO, Callable, Iterator, NoReturn
 
 from twotower.cli.stopping import interrupt_status, stopped_by, terminate_as_interrupt  # the standard library alone
 
@@ -719,12 +719,6 @@ def _main(argv: list[str] | None) -> int:
         level = logging.ERROR
     fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s" if not rank else f"%(asctime)s [rank {rank}] %(levelname)s %(name)s: %(message)s"
     logging.basicConfig(level=level, format=fmt, datefmt="%H:%M:%S")
-    if not args.verbose:
-        # chatty third-party loggers set their own DEBUG level
-        from twotower.utils.runtime import CHATTY_LOGGERS
-
-        for name in CHATTY_LOGGERS:
-            logging.getLogger(name).setLevel(max(level, logging.WARNING))
     from twotower.errors import TwoTowerError
 
     if getattr(args, "no_verify", False) or getattr(args, "no_verify_here", False):
@@ -739,7 +733,7 @@ def _main(argv: list[str] | None) -> int:
 
         # `-q` leaves out the commands' printed information lines ("ranking with index ...", "wrote N rows to ...")
         # as it leaves out the INFO log lines: warnings, errors and the command's output stay
-        with quiet_lines(level > logging.INFO):
+        with quiet_lines(level > logging.INFO), _logged_at(level, quiet_libraries=not args.verbose):
             return int(args.func(args) or 0)
     except BrokenPipeError:
         return _quiet_broken_pipe()
@@ -779,6 +773,26 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt as e:
         print(stopped_by(e), file=sys.stderr)
         return interrupt_status(e)
+
+
+@contextlib.contextmanager
+def _logged_at(level: int, *, quiet_libraries: bool) -> Iterator[None]:
+    """The root logger at ``level`` for the command, and (``quiet_libraries``) the chatty third-party loggers, which
+    set their own DEBUG level, at WARNING or above; each as the caller had it after. ``logging.basicConfig`` sets
+    the level only while the root logger has no handler, so a second ``main()`` in one process (a notebook, a
+    test) ran at the first one's level: a ``-q`` command silenced the next one's INFO lines."""
+    from twotower.utils.runtime import CHATTY_LOGGERS
+
+    loggers = [logging.getLogger()] + ([logging.getLogger(n) for n in CHATTY_LOGGERS] if quiet_libraries else [])
+    before = [logger.level for logger in loggers]
+    loggers[0].setLevel(level)
+    for logger in loggers[1:]:
+        logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        for logger, was in zip(loggers, before):
+            logger.setLevel(was)
 
 
 def _torchrun_rank() -> int:
