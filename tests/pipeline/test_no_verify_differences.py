@@ -37,3 +37,18 @@ def test_the_cli_warning_is_shown(tmp_path, capsys, caplog) -> None:
     finally:
         os.environ.pop("TWOTOWER_NO_VERIFY", None)  # main sets it for the process
     assert "items.jsonl differs from manifest.json" in capsys.readouterr().err + caplog.text
+
+
+def test_no_verify_holds_for_its_command_alone(tmp_path, capsys, monkeypatch) -> None:
+    # main() set TWOTOWER_NO_VERIFY=1 for the rest of the process: the next command in a notebook (or a test), and
+    # every TrainedRun.load after it, loaded an edited run unchecked, though no --no-verify was given
+    from twotower.cli.main import main
+
+    monkeypatch.delenv("TWOTOWER_NO_VERIFY", raising=False)  # and put back as it was, whatever main leaves
+    out = train_tiny_run(tmp_path / "run", epochs=1, extra=("model.item_item.enabled=false",))
+    _retitle(out)
+    assert main(["-q", "recommend", "--run", str(out), "--user", "u1", "--no-verify"]) == 0
+    assert "TWOTOWER_NO_VERIFY" not in os.environ
+    capsys.readouterr()
+    assert main(["-q", "recommend", "--run", str(out), "--user", "u1"]) == 2
+    assert "items.jsonl: sha256 mismatch" in capsys.readouterr().err

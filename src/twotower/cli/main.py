@@ -721,10 +721,7 @@ def _main(argv: list[str] | None) -> int:
     logging.basicConfig(level=level, format=fmt, datefmt="%H:%M:%S")
     from twotower.errors import TwoTowerError
 
-    if getattr(args, "no_verify", False) or getattr(args, "no_verify_here", False):
-        from twotower.pipeline.run_files import NO_VERIFY_ENV
-
-        os.environ[NO_VERIFY_ENV] = "1"  # read by TrainedRun.load wherever a subcommand loads a run
+    no_verify = getattr(args, "no_verify", False) or getattr(args, "no_verify_here", False)
     try:
         # every command stops on SIGTERM as on Ctrl-C (main's handler): one line and the shell's status for the
         # signal (143), as the commands that write files have it (with a line on what they left, cli/stopping.py);
@@ -733,7 +730,8 @@ def _main(argv: list[str] | None) -> int:
 
         # `-q` leaves out the commands' printed information lines ("ranking with index ...", "wrote N rows to ...")
         # as it leaves out the INFO log lines: warnings, errors and the command's output stay
-        with quiet_lines(level > logging.INFO), _logged_at(level, quiet_libraries=not args.verbose):
+        with quiet_lines(level > logging.INFO), _logged_at(level, quiet_libraries=not args.verbose), \
+                _unverified_loads(no_verify):
             return int(args.func(args) or 0)
     except BrokenPipeError:
         return _quiet_broken_pipe()
@@ -793,6 +791,28 @@ def _logged_at(level: int, *, quiet_libraries: bool) -> Iterator[None]:
     finally:
         for logger, was in zip(loggers, before):
             logger.setLevel(was)
+
+
+@contextlib.contextmanager
+def _unverified_loads(on: bool) -> Iterator[None]:
+    """With ``on`` (``--no-verify``), runs load without their manifest checks for the command alone: the variable
+    TrainedRun.load reads (and `serve --workers`' processes inherit) is set, then put back as the caller had it. Set
+    for good, every later command of a notebook or a test, and its own TrainedRun.load calls, loaded edited runs
+    unchecked without a --no-verify."""
+    if not on:
+        yield
+        return
+    from twotower.pipeline.run_files import NO_VERIFY_ENV
+
+    before = os.environ.get(NO_VERIFY_ENV)
+    os.environ[NO_VERIFY_ENV] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(NO_VERIFY_ENV, None)
+        else:
+            os.environ[NO_VERIFY_ENV] = before
 
 
 def _torchrun_rank() -> int:
