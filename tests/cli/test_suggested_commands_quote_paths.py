@@ -87,6 +87,20 @@ def test_the_rebuild_command_keeps_the_tuning_the_index_was_built_with(tmp_path)
                                                                     str(folder)]
 
 
+def test_the_rebuild_command_gives_recorded_whole_numbers_as_the_flags_take_them(tmp_path):
+    # an index built with --seed 20240101 was told to rebuild with `--seed 2.02401e+07`, which `index build` refuses
+    # ("--seed: must be an integer"); --queries 2000000 read `--queries 2e+06`, --target-recall 0.9999999 read `1`
+    import json
+
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    (folder / "tune.json").write_text(json.dumps({"requested": "hnsw", "target_recall": 0.9999999, "k": 10,
+                                                  "tune_queries": 2000000, "seed": 20240101, "pinned": False}))
+    words = shlex.split(rebuild_command("run", str(folder)))
+    assert [words[words.index(f) + 1] for f in ("--target-recall", "--queries", "--seed")] == [
+        "0.9999999", "2000000", "20240101"]
+
+
 def test_the_low_recall_rebuild_names_the_run_the_folder_and_no_pin(tmp_path):
     # serve's low-recall refusal said `twotower index build --index auto`: no --run, no --out; --index auto also
     # refuses a pinned --nprobe (the likely cause of the low recall), and keeps an `auto` build's --exact-budget-ms

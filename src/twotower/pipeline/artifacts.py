@@ -435,18 +435,27 @@ def _tuning_flags(tune: dict[str, Any], *, pins: bool = True, budget: bool = Fal
     flags = []
     value = tune.get("exact_budget_ms")
     if budget and isinstance(value, (int, float)) and not isinstance(value, bool) and value != IndexPolicy.exact_p99_ms:
-        flags.append(f" --exact-budget-ms {value:g}")
+        flags.append(f" --exact-budget-ms {_flag_number(value)}")
     for key, flag, default in (("target_recall", "--target-recall", IndexPolicy.target_recall),
                                ("k", "--k", IndexPolicy.k), ("tune_queries", "--queries", IndexPolicy.tune_queries),
                                ("seed", "--seed", IndexPolicy.seed)):
         value = tune.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value != default:
-            flags.append(f" {flag} {value:g}")
+            flags.append(f" {flag} {_flag_number(value)}")
     params = tune.get("params") if pins and tune.get("pinned") is True else None
     for key, flag in (("nprobe", "--nprobe"), ("efSearch", "--ef-search")):
         if isinstance(params, dict) and isinstance(params.get(key), int):
             flags.append(f" {flag} {params[key]}")
     return "".join(flags)
+
+
+def _flag_number(value: int | float) -> str:
+    """A recorded number as its flag takes it back: ``:g`` wrote --seed 20240101 as ``2.02401e+07``, which
+    `index build` refuses as no integer, and --target-recall 0.9999999 as ``1``, another target."""
+    if isinstance(value, int):
+        return str(value)
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 def _read_json_dict(path: Path) -> dict[str, Any] | None:
