@@ -101,6 +101,20 @@ def test_the_rebuild_command_gives_recorded_whole_numbers_as_the_flags_take_them
         "0.9999999", "2000000", "20240101"]
 
 
+def test_the_rebuild_command_of_an_auto_index_keeps_its_exact_budget(tmp_path):
+    # an `--index auto --exact-budget-ms 0.5` build was told to rebuild with `twotower index build --run run --out
+    # DIR`: on the default 5 ms budget, which may choose exact search where the index was an ANN one, or the reverse
+    import json
+
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    (folder / "tune.json").write_text(json.dumps({"requested": "auto", "exact_budget_ms": 0.5, "pinned": False}))
+    assert shlex.split(rebuild_command("run", str(folder)))[4:] == ["run", "--exact-budget-ms", "0.5", "--out",
+                                                                    str(folder)]
+    (folder / "tune.json").write_text(json.dumps({"requested": "hnsw", "exact_budget_ms": 0.5, "pinned": False}))
+    assert "--exact-budget-ms" not in rebuild_command("run", str(folder))  # read by --index auto alone
+
+
 def test_the_low_recall_rebuild_names_the_run_the_folder_and_no_pin(tmp_path):
     # serve's low-recall refusal said `twotower index build --index auto`: no --run, no --out; --index auto also
     # refuses a pinned --nprobe (the likely cause of the low recall), and keeps an `auto` build's --exact-budget-ms

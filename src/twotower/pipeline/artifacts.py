@@ -408,7 +408,9 @@ def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = F
     if not (isinstance(asked, str) and asked.strip()):  # no record of the request: the type meta.json says was built
         asked = _built_kind(Path(folder))
     index = f" --index {shell_arg(asked)}" if isinstance(asked, str) and asked and asked.lower() != "auto" else ""
-    return f"twotower index build --run {shell_arg(run_dir)}{index}{_tuning_flags(tune)}{out}"
+    # no --index builds `auto`, which chooses exact search by its --exact-budget-ms: without the recorded one it
+    # chose on the default budget, maybe another type than the index rebuilt
+    return f"twotower index build --run {shell_arg(run_dir)}{index}{_tuning_flags(tune, budget=not index)}{out}"
 
 
 def _built_kind(folder: Path) -> str | None:
