@@ -28,3 +28,25 @@ def test_records_follow_the_item_table_assigned_and_put_back(mean_run) -> None:
     finally:
         mp.undo()
     assert mean_run.item_record(row)["title"] == title  # the loaded table's again once it is put back
+
+
+def test_display_names_follow_the_item_table_assigned(mean_run) -> None:
+    # the names that tell apart items of one title were worked out once per run: after `run.item_meta = edited`
+    # tt.recommend's records gave the new "title" beside the old table's "display_name" ('Body Snatchers (1993)
+    # [item 573]' beside 'Renamed Film (2001)' on MovieLens-100K)
+    from twotower.pipeline.recommend import results_to_items
+    from twotower.results import Results
+
+    a, b = mean_run.item_vocab.index("i6"), mean_run.item_vocab.index("i7")
+    res = Results(np.array([[a, b]]), np.array([[0.5, 0.4]], np.float32))
+    before = [r["display_name"] for r in results_to_items(mean_run, res)]
+    meta = mean_run.item_meta
+    try:
+        edited = meta.copy()
+        edited.loc[b, "title"] = edited.loc[a, "title"]  # two items of one title now: named apart
+        mean_run.item_meta = edited
+        shared = [r["display_name"] for r in results_to_items(mean_run, res)]
+        assert shared[0] != shared[1] and all(name.startswith(edited.loc[a, "title"]) for name in shared)
+    finally:
+        mean_run.item_meta = meta
+    assert [r["display_name"] for r in results_to_items(mean_run, res)] == before

@@ -88,18 +88,20 @@ def run_metadata_columns(run: Any) -> MetadataColumns:
     return cols
 
 
-_NAMES: "weakref.WeakKeyDictionary[Any, dict[str, str]]" = weakref.WeakKeyDictionary()
+#: per run: (the item_meta_columns() the names were worked out from, {item_id: name})
+_NAMES: "weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, str]]]" = weakref.WeakKeyDictionary()
 
 
 def run_item_names(run: Any) -> dict[str, str]:
     """``{item_id: name}`` for the run's items whose title another item has too (see :mod:`twotower.explain.names`),
-    worked out once per run; empty for a run without a title column (its items are named by id)."""
-    names = _NAMES.get(run)
-    if names is None:
-        columns = run.item_meta_columns()
-        names = catalogue_names(columns, run_title_column(run), run.item_vocab.id_at)
-        _NAMES[run] = names
-    return names
+    worked out once per item table; empty for a run without a title column (its items are named by id)."""
+    columns = run.item_meta_columns()
+    got = _NAMES.get(run)
+    # again after `run.item_meta = edited`, whose columns are read anew: names worked out once per run gave the old
+    # table's display_name ('Body Snatchers (1993) [item 573]') beside the new table's title
+    if got is None or got[0] is not columns:
+        got = _NAMES[run] = (columns, catalogue_names(columns, run_title_column(run), run.item_vocab.id_at))
+    return got[1]
 
 
 def run_title_column(run: Any) -> str | None:
