@@ -84,3 +84,28 @@ def test_a_history_of_a_few_items_repeated_counts_the_different_ones(service, cl
     got = client.post("/recommend", json={"history": three * (L + 1), "k": 5}).json()["warnings"]
     assert got == [f"history: {3 * (L + 1)} items given; the user tower reads the newest {L} (model.user.history_len), "
                    "and the 3 different items among them are left out of the list"]
+
+
+def test_items_the_tower_leaves_out_do_not_count_against_its_window(unplaced_run_dir, capsys, caplog) -> None:
+    """A history of 6 trained items and the 4 items x0..x3 training never saw (10 given, history_len 8) was said to
+    be read as "the newest 8", so the user would trim it: the tower leaves those 4 out whatever its window and reads
+    all 6 others. HTTP, the CLI and Python say only the untrained items' own warning."""
+    import twotower as tt
+    from fastapi.testclient import TestClient
+
+    from twotower.serving import RecommenderService, create_app
+
+    service = RecommenderService.load(unplaced_run_dir)
+    L = int(service.run.model.history_len)
+    history = [i for i in service.run.item_vocab.ids if not i.startswith("x")][: L - 2] + ["x0", "x1", "x2", "x3"]
+    assert len(history) > L
+    with TestClient(create_app(service=service)) as client:
+        http = client.post("/recommend", json={"history": history, "k": 5}).json()
+    assert [w for w in http["warnings"] if "items given" in w] == []
+    assert any("no training interactions" in w for w in http["warnings"])
+    capsys.readouterr()
+    assert main(["recommend", "--run", str(unplaced_run_dir), "--history", ",".join(history), "--k", "5", "--json"]) == 0
+    assert "items given" not in capsys.readouterr().err
+    with caplog.at_level("WARNING", logger="twotower"):
+        tt.recommend(service.run, history=history, k=5)
+    assert "items given" not in caplog.text and "no training interactions" in caplog.text

@@ -253,12 +253,14 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         say_feature_notes(run.new_user_feature_notes(features))
         from twotower.pipeline.recommend import long_history_note
 
-        long = long_history_note(run, len(hist), exclude_seen=not args.no_exclude_seen, distinct=len(set(hist)))
+        hist_rows = [run.item_vocab.index(i) for i in hist]  # the ids were checked above
+        long = long_history_note(run, len(hist), exclude_seen=not args.no_exclude_seen, distinct=len(set(hist)),
+                                 rows=hist_rows)
         if long:  # a `warning: --history: ...` line as the others, not a log line in HTTP's field name
             say_flag_note(long, "history", "--history")
         from twotower.pipeline.similar import untrained_history_note
 
-        cold = untrained_history_note(run, [run.item_vocab.index(i) for i in hist])  # the ids were checked above
+        cold = untrained_history_note(run, hist_rows)
         if cold:
             say_flag_note(cold, "history", "--history")
         _say_shortfall(res, k, ["a new user"], filtered=allow is not None, index_size=len(index))

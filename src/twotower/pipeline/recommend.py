@@ -562,15 +562,20 @@ def _exact_subset_max(filter_exact_max: int | None) -> int:
 
 
 def long_history_note(run: TrainedRun, n_given: int, *, exclude_seen: bool = True,
-                      distinct: int | None = None) -> str | None:
+                      distinct: int | None = None, rows: Sequence[int] | None = None) -> str | None:
     """The warning for a new user's history of ``n_given`` items when the user tower reads fewer (its
     ``history_len`` newest), else None: the list then rests on fewer items than were given. One sentence for
     ``recommend --history`` (stderr, and ``--json``'s ``warnings``), ``tt.recommend`` (logged) and POST /recommend
     (the answer's ``warnings``), which read the newest ``history_len`` alike but said nothing. ``distinct``: how many
     different items those are (None: all); a history of 500 copies of one item said "all 500 are left out of the
-    list" of the one item, and not that the list rests on that item alone."""
+    list" of the one item, and not that the list rests on that item alone. ``rows``: the history's item rows, when
+    known: its items without training interactions are not counted against the window, which never holds them."""
+    from twotower.pipeline.similar import history_as_read  # here: similar imports this module
+
     L = int(run.model.history_len)
-    if n_given <= L:
+    # the tower leaves such items out whatever its window (their own warning says so): 6 trained items and 4 untrained
+    # ones were said to be read as "the newest 8" of 10, while all 6 were read
+    if (n_given if rows is None else int(history_as_read(run, rows).size)) <= L:
         return None
     said = f"history: {n_given} items given; the user tower reads the newest {L} (model.user.history_len)"
     if distinct == 1 and n_given > 1:  # a client filling a list with one id: say that the list rests on it alone
@@ -605,7 +610,7 @@ def recommend_history(
     feats = run.encode_user_features([user_features]) if user_features is not None else None
     for note in run.new_user_feature_notes(user_features) if log_feature_notes else ():  # read, but never silently
         log.warning("%s", note)
-    note = (long_history_note(run, len(rows), exclude_seen=exclude_seen, distinct=len(set(rows)))
+    note = (long_history_note(run, len(rows), exclude_seen=exclude_seen, distinct=len(set(rows)), rows=rows)
             if log_history_note else None)
     if note:  # said, as the list then rests on fewer items than were given
         log.warning("%s", note)

@@ -851,7 +851,8 @@ class RecommenderService:
             if h is not None:  # as `recommend --history` says it: the tower read the newest history_len only
                 from twotower.pipeline.recommend import long_history_note
 
-                long = long_history_note(self.run, len(h), exclude_seen=r.exclude_seen, distinct=int(np.unique(h).size))
+                long = long_history_note(self.run, len(h), exclude_seen=r.exclude_seen, distinct=int(np.unique(h).size),
+                                         rows=h)
                 notes += [long] if long else []
                 if r.history is not None and (cold := untrained_history_note(self.run, h)):  # a new user's, as given
                     notes.append(cold)
