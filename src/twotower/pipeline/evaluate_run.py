@@ -72,12 +72,31 @@ def run_matrices(run: TrainedRun) -> RunMatrices:
             continue
         train_cfg = run.config.train  # the run's own progress settings: a 16M-row data/train.csv read in silence
         df = read_interactions(path, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
+        _as_given(run, name, df)
         enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=name, quiet=True)  # told at training
         report[name] = _file_report(df, r)
         mats[name] = to_csr(enc)
     if mats["train"] is None:
         raise FileNotFoundError(f"{run.dir / 'data' / 'train.csv'} missing")
     return RunMatrices(mats["train"], mats["valid"], mats["test"], report)  # type: ignore[arg-type]
+
+
+#: what the reader of a file counted that its copy in the run folder no longer holds (the copy is its rows kept)
+_GIVEN_FILE_COUNTS = ("rows_read", "duplicates_dropped", "conflicting_duplicates_dropped")
+
+
+def _as_given(run: TrainedRun, name: str, df: pd.DataFrame) -> None:
+    """Put on ``df`` (the run's copy ``data/<name>.csv``) the counts training's reader made of the file the user gave
+    (run.json's ``report.read``): the copy holds the rows kept, so a test file of 8 rows, 1 an exact repeat, was
+    said to have ``held_out_rows`` 7 and no duplicates, where ``--test`` of the same file says 8 and 1. A split
+    part (``data.path``) has no file of its own, and a copy that is not those rows keeps its own counts."""
+    report = run.info.get("report") if isinstance(run.info, dict) else None
+    read = report.get("read", {}).get(name) if isinstance(report, dict) else None
+    # the copy's lines, not the rows read back from it: two clicks apart by a fraction of a second, both kept, are
+    # written with one floored time and read back as a repeat
+    if not isinstance(read, dict) or read.get("rows") != _rows_read(df):
+        return
+    df.attrs["report"] = {**df.attrs.get("report", {}), **{k: read[k] for k in _GIVEN_FILE_COUNTS if k in read}}
 
 
 def _rows_read(df: pd.DataFrame) -> int:
