@@ -136,3 +136,22 @@ def test_a_run_without_validation_data_says_how_to_give_it_some(run_without_test
     with pytest.raises(ConfigError, match=r"^split='valid': .* has no valid split .*; it was trained without validation "
                                           r"data \(data\.valid, or frames=\{'valid': df\}, gives it some\)$"):
         evaluate_run(copy, split="valid")
+
+
+def test_a_held_out_dataframe_is_named_test_file_not_printed_whole(run, caplog):
+    """A DataFrame given as test_file (read as history_from reads one) was named in every warning and error by its
+    whole repr, a printout of the frame where the file's name goes: it is ``<DataFrame test_file>``."""
+    import pandas as pd
+
+    from twotower.errors import DataError
+
+    held = pd.read_csv(run.dir / "data" / "test.csv", dtype={"user_id": str, "item_id": str})
+    unknown = held.iloc[[0]].assign(user_id="nobody")
+    with caplog.at_level("WARNING", logger="twotower"):
+        rows = evaluate_run(run, baselines=(), ks=(5,), test_file=pd.concat([held, unknown], ignore_index=True))
+    assert rows[0]["held_out_rows_dropped"] == 1 and "test_file" not in rows[0]
+    assert "<DataFrame test_file>: dropped 1 of" in caplog.text
+    assert "user_id item_id" not in caplog.text  # the frame's printout
+    with pytest.raises(DataError) as e:
+        evaluate_run(run, baselines=(), ks=(5,), test_file=unknown)
+    assert str(e.value).startswith("file <DataFrame test_file>: none of its 1 row "), str(e.value)

@@ -99,6 +99,12 @@ def _as_given(run: TrainedRun, name: str, df: pd.DataFrame) -> None:
     df.attrs["report"] = {**df.attrs.get("report", {}), **{k: read[k] for k in _GIVEN_FILE_COUNTS if k in read}}
 
 
+def _test_file_name(test_file: str | Path | pd.DataFrame) -> str:
+    """How messages name ``test_file``: a frame read as a file (as ``history_from`` reads one) was named by its
+    whole printout, where the file's name goes."""
+    return "<DataFrame test_file>" if isinstance(test_file, pd.DataFrame) else str(test_file)
+
+
 def _rows_read(df: pd.DataFrame) -> int:
     """The rows of the file ``df`` was read from, its repeats (which ``read_interactions`` drops) included."""
     return int(df.attrs.get("report", {}).get("rows_read", len(df)))  # a frame it did not give: its own rows
@@ -177,7 +183,7 @@ def evaluate_run(
     ks: tuple[int, ...] | None = None,
     select_metric: str | None = None,
     history_from: Sequence[str | Path | pd.DataFrame] | str | Path | pd.DataFrame | None = None,
-    test_file: str | Path | None = None,
+    test_file: str | Path | pd.DataFrame | None = None,
     ease_max_items: int | None = None,
     ease_low_rank_max_items: int | None = None,
     exclude_seen: bool = True,
@@ -191,7 +197,8 @@ def evaluate_run(
     files (see :mod:`twotower.pipeline.histories`), without refitting, and their
     items are excluded from ranking too. ``test_file``: score this interactions
     file as the test split (ids outside the run's vocabularies are dropped and
-    counted) instead of the run's own ``data/test.csv``; a run trained without the split asked for (no test or
+    counted) instead of the run's own ``data/test.csv`` (a DataFrame with the file's columns may stand for it, named
+    ``<DataFrame test_file>`` in messages); a run trained without the split asked for (no test or
     validation data) is refused with :class:`NoHeldOutSplit`, a ConfigError. Above ``ease_max_items`` items (None: the run's
     ``eval.ease_max_items``), or where its dense solve would not fit in the available memory, EASE is solved on
     its Gram matrix's ``eval.ease_eigenpairs`` leading eigenpairs (its row says ``low-rank``), as the run's
@@ -276,8 +283,8 @@ def evaluate_run(
     if test_file is not None:
         if split != "test":
             raise ConfigError("a test file replaces the test split: use it with split='test' (--split test)")
-        df = read_run_interactions(run, test_file, use="held-out relevant pairs")
-        enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=str(test_file),
+        df = read_run_interactions(run, test_file, name=_test_file_name(test_file), use="held-out relevant pairs")
+        enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=_test_file_name(test_file),
                                      rows_read=_rows_read(df))
         m.test = to_csr(enc)
         m.report["test"] = _file_report(df, r)
@@ -285,7 +292,7 @@ def evaluate_run(
     if relevant is None:
         raise NoHeldOutSplit(split, run.dir, other=(m.valid if split == "test" else m.test) is not None)
     if relevant.nnz == 0:  # every model then scored 0 users: a table and metrics.json of NaN
-        source = test_file if test_file is not None else run.dir / "data" / f"{split}.csv"
+        source = _test_file_name(test_file) if test_file is not None else run.dir / "data" / f"{split}.csv"
         raise DataError(f"none of its {plural(m.report[split]['rows_read'], 'row')} "
                         f"({plural(m.report[split]['users_in'], 'user')}) names a "
                         f"user and an item the run was trained on, so there is nothing to score; the run's ids are in "
