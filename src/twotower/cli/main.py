@@ -731,7 +731,7 @@ def _main(argv: list[str] | None) -> int:
         # `-q` leaves out the commands' printed information lines ("ranking with index ...", "wrote N rows to ...")
         # as it leaves out the INFO log lines: warnings, errors and the command's output stay
         with quiet_lines(level > logging.INFO), _logged_at(level, quiet_libraries=not args.verbose), \
-                _unverified_loads(no_verify):
+                _unverified_loads(no_verify), _environment_restored(ENCODER_ENV):
             return int(args.func(args) or 0)
     except BrokenPipeError:
         return _quiet_broken_pipe()
@@ -813,6 +813,26 @@ def _unverified_loads(on: bool) -> Iterator[None]:
             os.environ.pop(NO_VERIFY_ENV, None)
         else:
             os.environ[NO_VERIFY_ENV] = before
+
+
+#: The variables through which --encoder-backend / --encoder-threads reach every encoder a command loads
+#: (search_cmd._encoder_env): set for good, a later command of a notebook given neither flag encoded with them
+ENCODER_ENV = ("TWOTOWER_ENCODER_BACKEND", "TWOTOWER_ENCODER_THREADS")
+
+
+@contextlib.contextmanager
+def _environment_restored(names: tuple[str, ...]) -> Iterator[None]:
+    """The environment variables ``names`` put back after the command as the caller had them (set or unset): a
+    command may set them for itself, and for the processes it starts, not for the caller's later ones."""
+    before = {name: os.environ.get(name) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _torchrun_rank() -> int:
