@@ -494,6 +494,36 @@ def test_train_from_a_config_file_naming_a_leave_last_split_says_how_to_read_tra
     assert f"--history-from {split_dir / 'train.csv'} {split_dir / 'valid.csv'}" in out
 
 
+def _tiny_movielens(folder, seq) -> None:
+    """MovieLens-100K's GroupLens files (u.data, u.item, u.user) holding the interactions of ``seq`` ("user item"
+    lines, file order = time order): what `--dataset movielens-100k` reads, small."""
+    from twotower.data.movielens import MOVIELENS_GENRES
+
+    pairs = [line.split() for line in seq.read_text(encoding="utf-8").split("\n") if line.strip()]
+    folder.mkdir(parents=True)
+    (folder / "u.data").write_text("".join(f"{u}\t{i}\t4\t{881250000 + t}\n" for t, (u, i) in enumerate(pairs)))
+    genres = "|".join("1" if g == "Drama" else "0" for g in MOVIELENS_GENRES)
+    (folder / "u.item").write_text("".join(f"{i}|Film {i} (1995)|01-Jan-1995||http://x|{genres}\n"
+                                           for i in sorted({i for _, i in pairs}, key=int)), encoding="latin-1")
+    (folder / "u.user").write_text("".join(f"{u}|30|F|other|12345\n" for u in sorted({u for u, _ in pairs}, key=int)))
+
+
+def test_train_on_the_dataset_split_leave_last_says_how_to_read_train_plus_valid(split_dir, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """`train --dataset movielens-100k data.split=leave_last` splits leave-one-out into the run's data/ as `--data
+    FILE data.split=leave_last` does, yet its table ended without the hint on the test input (train + valid)."""
+    from twotower.data import movielens
+
+    _tiny_movielens(tmp_path / "ml", split_dir.parent / "seq.txt")
+    monkeypatch.setattr(movielens, "fetch_movielens_100k", lambda *a, **kw: tmp_path / "ml")
+    capsys.readouterr()
+    assert main(["train", "--dataset", "movielens-100k", "data.split=leave_last", "data.leave_n=1", "--epochs", "1",
+                 "eval.baselines=[]", *FAST, "--out", str(tmp_path / "run")]) == 0
+    run_data = tmp_path / "run" / "data"
+    assert (f"`twotower evaluate --run {tmp_path / 'run'} --history-from {run_data / 'train.csv'} "
+            f"{run_data / 'valid.csv'}`") in capsys.readouterr().out
+
+
 def test_evaluate_says_how_many_evaluated_users_have_no_input_history(split_dir, run, tmp_path, caplog):
     """`evaluate --history-from` with files lacking some users (another user set, ids that lost their leading
     zeros) ranked them from empty histories without a word, under a protocol line saying each user's history came

@@ -542,9 +542,9 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path,  # no
             # the hint was printed for --train/--valid flags alone
             train_file, valid_file = data.train, data.valid
         loo = bool(train_file and valid_file and _leave_last_split(train_file))
-        if not loo and data.train is None and data.path is not None and data.split == "leave_last":
-            # `train --data FILE data.split=leave_last` split here: its files are the run's copy of the split
-            # (the hint was only printed for `data split`'s files, so this run's reader was not told)
+        if not loo and data.train is None and (data.path or data.dataset) is not None and data.split == "leave_last":
+            # `train --data FILE` or `--dataset NAME` with data.split=leave_last split here: its files are the run's
+            # copy of the split (the hint was only printed for `data split`'s files, so this run's reader was not told)
             train_file, valid_file, loo = out / "data" / "train.csv", out / "data" / "valid.csv", True
         from twotower.pipeline.run import same_file
 
