@@ -76,6 +76,16 @@ def test_table_csv_and_record_carry_the_segments(run_dir, capsys, tmp_path):
     assert json.loads((tmp_path / "e.csv.json").read_text())["segments"] == ["cold-items"]
 
 
+def test_the_plot_line_counts_the_models_drawn(run_dir, capsys, tmp_path):
+    """The plot draws the "all" rows alone, one line a model: "wrote Recall@k of 6 models" counted the segment rows
+    too, for 2 models drawn (and rows 2 in the plot's record)."""
+    png = tmp_path / "p.png"
+    assert main(["evaluate", "--run", str(run_dir), "--baselines", "popularity", "--ks", "5,10", "--threads", "1",
+                 "--segments", "cold-items", "--plot", str(png)]) == 0  # without -q: the "wrote" line
+    assert f"wrote Recall@k of 2 models to {png}" in capsys.readouterr().err
+    assert json.loads((tmp_path / "p.png.json").read_text())["output"]["rows"] == 2
+
+
 def test_empty_segment_adds_no_rows_and_says_so(run_dir, capsys, caplog):
     rows = _json(capsys, "--run", str(run_dir), "--baselines", "popularity", "--ks", "5", "--threads", "1",
                  "--segments", "new-users")  # every test user has training rows

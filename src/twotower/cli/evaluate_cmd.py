@@ -211,9 +211,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         say(f"wrote {plural(len(rows), 'row')} to {where}")
     if plot_out is not None:
         metric = args.plot_metric
-        _write_plot(args, run, [r for r in rows if r.get("segment", "all") == "all"], ks, baselines, metric,
+        drawn = [r for r in rows if r.get("segment", "all") == "all"]  # --segments' rows are in the CSV, not drawn
+        _write_plot(args, run, drawn, ks, baselines, metric,
                     title=f"{metric}@k, {held_out} (full catalogue), run {args.run}")
-        say(f"wrote {metric}@k of {plural(len(rows), 'model')} to {plot_out}")
+        say(f"wrote {metric}@k of {plural(len(drawn), 'model')} to {plot_out}")
     if csv_out == STDOUT:  # stdout holds the CSV alone
         return 0
     if args.json:
