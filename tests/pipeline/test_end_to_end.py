@@ -187,6 +187,27 @@ def test_a_resume_that_keeps_the_evaluation_shows_it_and_does_not_evaluate_again
     assert "Recall@5" in json.loads((out / "metrics.json").read_text())["test"][0]
 
 
+def test_a_kept_evaluation_names_the_run_folder_it_is_in_now(dataset, tmp_path, capsys):
+    """The kept table was eval.txt as written, whose line on the k it leaves out named the folder (and the working
+    directory) of the command that wrote it: a copied run's resume said "k=50,100 (eval.ks) are in a/metrics.json;
+    `twotower evaluate --run a` prints every k", the original run, not the one resumed."""
+    import shutil
+
+    first, copy = tmp_path / "a", tmp_path / "b"
+    args = ["train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]), "--test", str(dataset["test"]),
+            "--epochs", "2", "eval.baselines=[]", *FAST]
+    assert main(["-q", *args, "--out", str(first)]) == 0
+    shutil.copytree(first, copy)
+    capsys.readouterr()
+    assert main([*args, "--out", str(copy), "--resume"]) == 0  # without -q: the pointer is an information line
+    said = capsys.readouterr().out
+    assert "the test evaluation kept in eval.txt" in said
+    assert f"k=50,100 (eval.ks) are in {copy / 'metrics.json'}; `twotower evaluate --run {copy}` prints every k" in said
+    assert str(first) not in said
+    assert main(["-q", *args, "--out", str(copy), "--resume"]) == 0
+    assert "(eval.ks) are in" not in capsys.readouterr().out  # -q leaves the pointer out, as after a new evaluation
+
+
 def test_a_resume_that_stops_before_it_seals_leaves_the_finished_run_as_it_was(dataset, tmp_path, monkeypatch, capsys):
     """A resume of a finished run that diverged (or was interrupted) before it sealed the run again left its weights
     replaced by the checkpoint's (the item-item term gone), config.json holding the failed settings, and the

@@ -531,7 +531,7 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path,  # no
     files of it a resume kept that score the run as it is (TrainResult.kept_results), shown instead."""
     if not args.no_eval and prep.test is not None:
         if {"metrics.json", "eval.txt"} <= set(kept):
-            _show_kept_evaluation(out)
+            _show_kept_evaluation(cfg, run, out)
         else:
             _write_evaluation(cfg, run, out)
         print()
@@ -558,38 +558,57 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path,  # no
 
 def _write_evaluation(cfg, run, out: Path) -> None:  # noqa: ANN001
     """Evaluate the run on its test split, write metrics.json and eval.txt, and print the table."""
-    import contextlib
-    import io
-
     from twotower.pipeline.evaluate_run import evaluate_run
     from twotower.utils.atomic import atomic_write_json, atomic_write_text
 
-    ks = cfg.eval.ks
-    rows = evaluate_run(run, baselines=cfg.eval.baselines, ks=ks, select_metric=cfg.eval.select_metric)
+    rows = evaluate_run(run, baselines=cfg.eval.baselines, ks=cfg.eval.ks, select_metric=cfg.eval.select_metric)
     atomic_write_json(out / "metrics.json", {"test": rows})
-    buf = io.StringIO()
-    shown = tuple(k for k in ks if k in TRAIN_TABLE_KS) or ks
+    table, where = _evaluation_table(cfg, run, rows, out)
+    atomic_write_text(out / "eval.txt", table + (f"{where}\n" if where else ""))
+    _print_evaluation(table, where)
+
+
+def _evaluation_table(cfg, run, rows: list[dict], out: Path) -> tuple[str, str | None]:  # noqa: ANN001
+    """The closing table of ``rows`` (metrics.json's ``test``), and the line pointing to the k it leaves out (None
+    when it shows every k), naming ``out`` as the run folder is named now."""
+    import contextlib
+    import io
+
     from twotower.pipeline.artifacts import run_part_file
     from twotower.pipeline.experiment import protocol_text
 
+    ks = cfg.eval.ks
+    shown = tuple(k for k in ks if k in TRAIN_TABLE_KS) or ks
+    buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         print_eval_table(rows, shown, "test (full catalogue)",
                          protocol_text(has_valid=run_part_file(run.dir, "valid") is not None))
-    table = buf.getvalue()
     left = [k for k in ks if k not in shown]
-    # said, not silently dropped: eval.ks=[10, 50] printed k=10 alone; a pointer, so not under -q
+    # said, not silently dropped: eval.ks=[10, 50] printed k=10 alone
     where = (f"k={','.join(map(str, left))} (eval.ks) {'is' if len(left) == 1 else 'are'} in {out / 'metrics.json'}; "
              f"`twotower evaluate --run {shell_arg(out)}` prints every k") if left else None
-    atomic_write_text(out / "eval.txt", table + (f"{where}\n" if where else ""))
+    return buf.getvalue(), where
+
+
+def _print_evaluation(table: str, where: str | None) -> None:
     print(table, end="")
-    if where:
+    if where:  # a pointer, so not under -q
         say_out(where)
 
 
-def _show_kept_evaluation(out: Path) -> None:
-    """A resume's kept evaluation, which an evaluation now would write again but for its timings: its table as
-    written, and where it comes from."""
-    print((out / "eval.txt").read_text(encoding="utf-8"), end="")
+def _show_kept_evaluation(cfg, run, out: Path) -> None:  # noqa: ANN001
+    """A resume's kept evaluation, which an evaluation now would write again but for its timings: its table, and
+    where it comes from. Drawn from metrics.json as eval.txt was, the lines naming the run name it as it is now:
+    eval.txt's own named the folder, and the working directory, of the command that wrote it (a copied run's
+    resume pointed to the original's metrics.json and `twotower evaluate --run` it)."""
+    from twotower.utils.atomic import read_json
+
+    try:
+        rows = read_json(out / "metrics.json")["test"]
+    except (OSError, ValueError, KeyError, TypeError):  # IntegrityError is a ValueError: eval.txt as written
+        print((out / "eval.txt").read_text(encoding="utf-8"), end="")
+    else:
+        _print_evaluation(*_evaluation_table(cfg, run, rows, out))
     say_out(f"the test evaluation kept in eval.txt: this resume changed neither the weights nor the split nor the "
             f"eval settings it was scored with; `twotower evaluate --run {shell_arg(out)}` scores the run again")
 
