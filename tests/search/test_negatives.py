@@ -69,6 +69,18 @@ def test_queries_given_every_negative_asked_are_not_warned_of(caplog):
     assert not caplog.records
 
 
+def test_a_pool_that_gives_each_epoch_its_negatives_is_not_warned_of(caplog):
+    # rerank train mines --negatives x --epochs (6) and draws --negatives (2) each epoch: 4 mined a query were
+    # warned of as "fewer hard negatives than the 6 asked" though every epoch got its 2 (review 2)
+    table = [[10, 9, 8, 7, 6]]
+    with caplog.at_level("WARNING"):
+        mine_hard_negatives(["a"], [np.array([0])], TableRetriever(table), MiningConfig(n=6, depth=5), needed=2)
+    assert not caplog.records
+    with caplog.at_level("WARNING"):
+        mine_hard_negatives(["a"], [np.array([0])], TableRetriever(table), MiningConfig(n=6, depth=5), needed=5)
+    assert "1 of the 1 queries got fewer hard negatives than the 5 each epoch draws (4.00 per query" in caplog.text
+
+
 def test_config_validation():
     with pytest.raises(ConfigError, match=r"^MiningConfig\.skip_top: must be below MiningConfig\.depth \(3\)"):
         MiningConfig(depth=3, skip_top=3)

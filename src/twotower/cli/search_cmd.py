@@ -1496,7 +1496,7 @@ def _rerank_train(args: argparse.Namespace) -> int:
         retriever = load_dense_retriever(args.mining_model, cache_dir=args.cache).fit(texts)
     else:
         retriever = _bm25(data, texts, bm25)
-    neg_of, report = _mine(retriever, by_q, mining)
+    neg_of, report = _mine(retriever, by_q, mining, needed=args.negatives)  # a pool of --negatives x --epochs
     if not report.kept:
         _no_rerank_negatives(args, report)
     extra = {"validation": _rerank_validation(valid, retriever, args.mining_retriever)} if valid is not None else {}
@@ -1573,16 +1573,17 @@ def _warn_unused_token_pattern(args: argparse.Namespace, why: str) -> None:
                                             "--mining-retriever bm25 to mine from BM25", why)
 
 
-def _mine(retriever, by_q: dict, mining):  # noqa: ANN001, ANN202 - retriever, MiningConfig -> (dict, MiningReport)
+def _mine(retriever, by_q: dict, mining, needed: int | None = None):  # noqa: ANN001, ANN202 - retriever, MiningConfig -> (dict, MiningReport)
     """``({query: hard-negative rows}, MiningReport)`` for every training query, its known positives (``by_q``: every
-    relevant row of the query) never among its negatives; mine_hard_negatives logs the summary (shown once)."""
+    relevant row of the query) never among its negatives; mine_hard_negatives logs the summary (shown once).
+    ``needed``: the fewest a query needs (rerank train's --negatives, drawn each epoch from a pool of more)."""
     import numpy as np
 
     from twotower.search.negatives import mine_hard_negatives
 
     uniq = list(by_q)
     negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], retriever, mining,
-                                       names=MINING_FLAGS)
+                                       names=MINING_FLAGS, needed=needed)
     return dict(zip(uniq, negs)), report
 
 

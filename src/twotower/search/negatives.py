@@ -119,16 +119,22 @@ def _fill_hint(names: Mapping[str, str] | None) -> str:
     return f"{' or '.join(parts)} to fill them" if parts else ""
 
 
-def _warn_short(report: MiningReport, cfg: MiningConfig, names: Mapping[str, str] | None) -> None:
-    """Warn when queries got fewer negatives than asked, and why: said at INFO alone (hidden under -q), a run with
-    --mining-depth 2 --negatives 3 mined 0.7 per query and its summary still read "3 hard negatives per query"."""
-    if not report.queries_short:
+def _warn_short(report: MiningReport, cfg: MiningConfig, names: Mapping[str, str] | None,
+                needed: int | None = None) -> None:
+    """Warn when queries got fewer negatives than asked (``needed``: than a use of them needs, where fewer than the
+    ``cfg.n`` mined do: rerank train mines a pool for all its epochs and draws --negatives of it each epoch), and
+    why: said at INFO alone (hidden under -q), a run with --mining-depth 2 --negatives 3 mined 0.7 per query and its
+    summary still read "3 hard negatives per query"."""
+    need = cfg.n if needed is None else needed
+    short = sum(k < need for k in report.per_query)
+    if not short:
         return
     fill = _fill_hint(names)
     logger.warning(
-        "%d of the %d queries got fewer hard negatives than the %d asked (%.2f per query on average, fewest %d): the "
+        "%d of the %d queries got fewer hard negatives than the %d %s (%.2f per query on average, fewest %d): the "
         "top %d candidates of each query held %d in all, %d of them known positives and %d too close to the "
-        "positive (likely false negatives)%s", report.queries_short, report.queries, cfg.n,
+        "positive (likely false negatives)%s", short, report.queries, need,
+        "asked" if needed is None else "each epoch draws",
         report.kept / report.queries, min(report.per_query), cfg.depth, report.candidates,
         report.dropped_positive, report.dropped_too_close, f"; {fill}" if fill else "")
 
@@ -150,12 +156,14 @@ def mine_hard_negatives(
     config: MiningConfig | None = None,
     *,
     names: Mapping[str, str] | None = None,
+    needed: int | None = None,
 ) -> tuple[list[np.ndarray], MiningReport]:
     """Hard negatives (corpus rows, hardest first) for each query, and a :class:`MiningReport`.
 
     ``positives[q]`` are query ``q``'s relevant corpus rows; they are never
     returned as negatives. ``names``: what the logged summary calls the settings that fill a short query
-    (:meth:`MiningReport.summary`), e.g. a command's flags.
+    (:meth:`MiningReport.summary`), e.g. a command's flags. ``needed``: how many a query needs at least, where
+    fewer than ``config.n`` serve (a pool drawn from each epoch); a query below it is warned of (default n).
     """
     cfg = config or MiningConfig()
     if len(queries) != len(positives):
@@ -213,5 +221,5 @@ def mine_hard_negatives(
     report.kept_scores = _quantiles(kept_s)
     report.dropped_scores = _quantiles(drop_s)
     logger.info("%s", report.summary(names))
-    _warn_short(report, cfg, names)
+    _warn_short(report, cfg, names, needed)
     return negatives, report
