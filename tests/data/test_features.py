@@ -113,9 +113,10 @@ def test_a_text_column_given_as_numeric_is_refused_at_its_first_text_row(tmp_pat
     from twotower.errors import DataError
 
     path = tmp_path / "items.csv"
-    path.write_text("item_id,title\ni1,10\ni2,Heat\ni3,Infinity\n")
+    path.write_text("item_id,title\ni1,10\ni2,Heat\ni3,Infinity\ni4,Up\n")
+    # the rows said to hold the same are the other titles, not 'Infinity', a number too large (review 2)
     with pytest.raises(DataError, match=r"row 3, column 'title': 'Heat' is not a number; .*the same holds for "
-                       r"row 4$"):
+                       r"row 5$"):
         read_feature_table(path, FeatureSpec(key="item_id", numeric=("title",)))
 
 

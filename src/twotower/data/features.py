@@ -375,7 +375,13 @@ def _check_numbers(raw: pd.Series, num: pd.Series, *, file: str, column: str, ro
     values = num.to_numpy(dtype=np.float64)
     infinite = np.isinf(values) | (np.abs(np.nan_to_num(values)) > np.finfo(np.float32).max)
     text = num.isna().to_numpy() & ~np.array(_per_distinct(raw, _missing_str), dtype=bool)
-    check_rows(infinite | text, lambda pos: _not_a_number(raw.iloc[pos]) if text[pos] else
+    bad = infinite | text
+    if not bad.any():
+        return
+    # the kind of the first bad cell alone: the rows said to hold "the same" must hold the same fault (a title
+    # after a 1e39 was listed as another number too large)
+    kind = text if text[int(np.flatnonzero(bad)[0])] else infinite
+    check_rows(kind, lambda pos: _not_a_number(raw.iloc[pos]) if text[pos] else
                f"{_plain_cell(raw.iloc[pos])!r} is not a finite number (float32 range); leave the cell empty when "
                "unknown", file=file, column=column, rows=rows)
 
