@@ -249,7 +249,8 @@ def test_dataset_with_a_flag_of_input_is_refused_not_ignored(tmp_path, capsys, f
     assert not out.exists()
 
 
-@pytest.mark.parametrize("flags", [[], ["data.time_unit=s"], ["--format", "auto"], ["data.format=auto"]])
+@pytest.mark.parametrize("flags", [[], ["data.time_unit=s"], ["--format", "auto"], ["data.format=auto"],
+                                   ['data.format="auto"']])
 def test_dataset_with_settings_that_ignore_nothing_is_not_refused(flags):
     """data.time_unit is read by a time split's cut-offs, of a dataset too, and `auto` is the default format: the
     refusal of settings that say how to read --input refused them as "ignored" (review of 756665d4)."""

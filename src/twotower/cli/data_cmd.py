@@ -142,7 +142,8 @@ def _check_one_input(args: argparse.Namespace) -> None:
                           "give one of them")
     # data.time_unit is no reading setting alone: the time split's cut-offs are read in it, of a dataset too; an
     # explicit `auto` format (the default) ignores nothing
-    pairs = [[part.strip() for part in item.partition("=")[::2]] for item in getattr(args, "overrides", None) or []]
+    pairs = [[part.strip().strip("'\"") for part in item.partition("=")[::2]]  # data.format="auto" is auto too
+             for item in getattr(args, "overrides", None) or []]
     reading = (["--format"] if args.format not in (None, "auto") else []) + [
         key for key, value in pairs if key != "data.time_unit" and (key, value) != ("data.format", "auto")]
     if reading:
