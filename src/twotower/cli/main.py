@@ -804,15 +804,9 @@ def _unverified_loads(on: bool) -> Iterator[None]:
         return
     from twotower.pipeline.run_files import NO_VERIFY_ENV
 
-    before = os.environ.get(NO_VERIFY_ENV)
-    os.environ[NO_VERIFY_ENV] = "1"
-    try:
+    with _environment_restored((NO_VERIFY_ENV,)):
+        os.environ[NO_VERIFY_ENV] = "1"
         yield
-    finally:
-        if before is None:
-            os.environ.pop(NO_VERIFY_ENV, None)
-        else:
-            os.environ[NO_VERIFY_ENV] = before
 
 
 #: The variables through which --encoder-backend / --encoder-threads reach every encoder a command loads
